@@ -1,0 +1,66 @@
+/**
+ * The state that every authority replica and every proxy replica must share: consume-once
+ * markers, revocations, rate-limit buckets and the verification-record stream. Redis in
+ * production (`RedisStore`), an in-process implementation for the embedded single-process mode
+ * (`MemoryStore`). Both pass one test suite (test/integration/shared-store.test.ts).
+ *
+ * Keys are logical names chosen by the caller; the store adds its own prefix. Keys that must be
+ * touched together (a permit marker and its organization's stream) carry the same `{org}` hash
+ * tag so they land in one Redis Cluster slot.
+ */
+export interface SharedStore {
+  readonly kind: 'memory' | 'redis';
+
+  /**
+   * Marks `key` as used for `ttlMs`. Resolves `true` for exactly one caller per key while the
+   * marker lives, `false` for every other. With `record`, the record is appended to its stream in
+   * the same atomic step, and only when the marker was set.
+   */
+  consumeOnce(key: string, ttlMs: number, record?: RecordAppend): Promise<boolean>;
+
+  /** Adds `id` to the revocation set for `ttlMs` (long enough to outlive what it revokes). */
+  revoke(id: string, ttlMs: number): Promise<void>;
+  isRevoked(id: string): Promise<boolean>;
+
+  /**
+   * Takes one token from the bucket `key`. `nowMs` is the caller's clock; a bucket never moves
+   * backwards in time, so a replica with a slower clock cannot refill it twice.
+   */
+  takeToken(key: string, bucket: TokenBucketSpec, nowMs: number): Promise<TokenBucketResult>;
+
+  /** Appends a record to a stream; resolves its id (ids increase within a stream). */
+  appendRecord(stream: string, fields: Record<string, string>): Promise<string>;
+  /** Up to `count` records with ids after `afterId` ('0' for the start), oldest first. */
+  readRecords(stream: string, afterId: string, count: number): Promise<StoredRecord[]>;
+
+  /** Rejects when the store cannot be reached. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface RecordAppend {
+  stream: string;
+  fields: Record<string, string>;
+}
+
+export interface StoredRecord {
+  id: string;
+  fields: Record<string, string>;
+}
+
+export interface TokenBucketSpec {
+  /** Most tokens the bucket holds: the burst. */
+  capacity: number;
+  /** Tokens added per minute: the sustained rate. */
+  refillPerMinute: number;
+}
+
+export interface TokenBucketResult {
+  allowed: boolean;
+  /** Whole tokens left after this call. */
+  remaining: number;
+  /** When the bucket will be full again (ms since the epoch). */
+  resetAtMs: number;
+  /** 0 when allowed; otherwise how long until one token is available. */
+  retryAfterMs: number;
+}
