@@ -23,7 +23,7 @@ export const ERROR_CATALOGUE = {
   upstream_unavailable: { status: 502, message: 'The protected upstream could not be reached.' },
   audit_unavailable: { status: 503, message: 'The audit log could not be written; nothing was decided.' },
   gate_unavailable: { status: 503, message: 'The permit could not be verified.' },
-  not_ready: { status: 503, message: 'A dependency is not reachable.' },
+  service_unavailable: { status: 503, message: 'A dependency needed to answer is not reachable.' },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;

@@ -1,0 +1,145 @@
+/**
+ * API keys: creation (the only moment the secret exists in the clear), listing, revocation, and
+ * the lookup the authentication layer does on every request.
+ *
+ * @example
+ *   const { key, secret } = await createApiKey(db, { org, name: 'ci', scopes: ['evaluate:write'], createdBy: 'cli' }, clock);
+ */
+import { randomUUID } from 'node:crypto';
+import type { ApiKeyRecord } from '../../shared/wire/api-keys.js';
+import type { Scope } from '../../shared/wire/scopes.js';
+import type { Organization } from '../orgs/organizations.js';
+import type { Queryable } from '../store/db.js';
+import { isoOrNull, type Clock } from '../time.js';
+import { displayPrefix, generateApiKeySecret, hashApiKeySecret, hashesEqual, isApiKeySecret } from './secret.js';
+
+export interface ApiKey {
+  id: string;
+  orgId: string;
+  name: string;
+  prefix: string;
+  scopes: Scope[];
+  allowedCidrs: string[] | null;
+  createdBy: string;
+  createdAt: Date;
+  lastUsedAt: Date | null;
+  expiresAt: Date | null;
+  revokedAt: Date | null;
+}
+
+interface ApiKeyRow {
+  id: string;
+  org_id: string;
+  name: string;
+  key_hash: string;
+  display_prefix: string;
+  scopes: string[];
+  allowed_cidrs: string[] | null;
+  created_by: string;
+  created_at: Date;
+  last_used_at: Date | null;
+  expires_at: Date | null;
+  revoked_at: Date | null;
+}
+
+const COLUMNS =
+  'id, org_id, name, key_hash, display_prefix, scopes, allowed_cidrs, created_by, created_at, last_used_at, expires_at, revoked_at';
+
+const fromRow = (row: ApiKeyRow): ApiKey => ({
+  id: row.id,
+  orgId: row.org_id,
+  name: row.name,
+  prefix: row.display_prefix,
+  scopes: row.scopes as Scope[],
+  allowedCidrs: row.allowed_cidrs,
+  createdBy: row.created_by,
+  createdAt: row.created_at,
+  lastUsedAt: row.last_used_at,
+  expiresAt: row.expires_at,
+  revokedAt: row.revoked_at,
+});
+
+export interface NewApiKey {
+  org: Organization;
+  name: string;
+  scopes: readonly Scope[];
+  allowedCidrs?: readonly string[] | undefined;
+  expiresAt?: Date | undefined;
+  /** Who created it, for the record: `cli`, `bootstrap`, `api_key:<id>`, `user:<id>`. */
+  createdBy: string;
+  /** A secret chosen by the operator (COUNTERSIGN_BOOTSTRAP_KEY); generated when absent. */
+  secret?: string | undefined;
+}
+
+export class InvalidSecretError extends Error {
+  readonly code = 'API_KEY_SECRET_INVALID';
+}
+
+export async function createApiKey(db: Queryable, input: NewApiKey, clock: Clock): Promise<{ key: ApiKey; secret: string }> {
+  const secret = input.secret ?? generateApiKeySecret(input.org.isTest ? 'test' : 'live');
+  if (!isApiKeySecret(secret)) {
+    throw new InvalidSecretError('an API key must look like ask_live_<32 or more letters and digits> (or ask_test_…)');
+  }
+  const rows = await db.query<ApiKeyRow>(
+    `INSERT INTO api_keys (id, org_id, name, key_hash, display_prefix, scopes, allowed_cidrs, created_by, created_at, expires_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING ${COLUMNS}`,
+    [
+      randomUUID(),
+      input.org.id,
+      input.name,
+      hashApiKeySecret(secret),
+      displayPrefix(secret),
+      [...input.scopes],
+      input.allowedCidrs ? [...input.allowedCidrs] : null,
+      input.createdBy,
+      new Date(clock.now()),
+      input.expiresAt ?? null,
+    ],
+  );
+  return { key: fromRow(rows[0] as ApiKeyRow), secret };
+}
+
+export async function listApiKeys(db: Queryable, orgId: string): Promise<ApiKey[]> {
+  const rows = await db.query<ApiKeyRow>(`SELECT ${COLUMNS} FROM api_keys WHERE org_id = $1 ORDER BY created_at, id`, [orgId]);
+  return rows.map(fromRow);
+}
+
+/** Revokes a key of `orgId`; null when no such key exists in that organization. Idempotent. */
+export async function revokeApiKey(db: Queryable, orgId: string, id: string, clock: Clock): Promise<ApiKey | null> {
+  const rows = await db.query<ApiKeyRow>(
+    `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $3) WHERE id = $1 AND org_id = $2 RETURNING ${COLUMNS}`,
+    [id, orgId, new Date(clock.now())],
+  );
+  return rows[0] ? fromRow(rows[0]) : null;
+}
+
+/** The key a presented secret belongs to, whatever its state; the caller judges revoked/expired. */
+export async function findApiKeyBySecret(db: Queryable, secret: string): Promise<ApiKey | null> {
+  const hash = hashApiKeySecret(secret);
+  const rows = await db.query<ApiKeyRow>(`SELECT ${COLUMNS} FROM api_keys WHERE key_hash = $1`, [hash]);
+  const row = rows[0];
+  // The index found the row by hash; compare once more in constant time so no code path
+  // decides on a secret-derived value with an early-exit comparison.
+  if (!row || !hashesEqual(row.key_hash, hash)) return null;
+  return fromRow(row);
+}
+
+export async function recordApiKeyUse(db: Queryable, id: string, at: Date): Promise<void> {
+  await db.query('UPDATE api_keys SET last_used_at = $2 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $2)', [id, at]);
+}
+
+export function apiKeyToWire(key: ApiKey): ApiKeyRecord {
+  return {
+    id: key.id,
+    organization_id: key.orgId,
+    name: key.name,
+    prefix: key.prefix,
+    scopes: key.scopes,
+    allowed_cidrs: key.allowedCidrs,
+    created_by: key.createdBy,
+    created_at: key.createdAt.toISOString(),
+    last_used_at: isoOrNull(key.lastUsedAt),
+    expires_at: isoOrNull(key.expiresAt),
+    revoked_at: isoOrNull(key.revokedAt),
+  };
+}

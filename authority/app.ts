@@ -1,0 +1,104 @@
+/**
+ * The authority's HTTP application, assembled from its capabilities. `buildAuthorityApp` does no
+ * I/O of its own: tests build it over PGlite or Postgres and the in-process or Redis store and
+ * drive it with `app.inject` or over loopback.
+ *
+ * @example
+ *   const app = await buildAuthorityApp({ config, db, store, clock, metrics, logger, jwt: null });
+ *   await app.listen({ host: '127.0.0.1', port: 0 });
+ */
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
+import type { Logger } from 'pino';
+import type { SharedStore } from '../shared/store/types.js';
+import { apiKeyRoutes } from './api-keys/routes.js';
+import { createAuthenticator } from './auth/authenticate.js';
+import type { JwtVerifier } from './auth/jwt.js';
+import { identityRoutes } from './auth/routes.js';
+import type { AuthorityConfig } from './config.js';
+import { healthRoutes } from './health/routes.js';
+import { installErrorHandling } from './http/errors.js';
+import { installGuard } from './http/guard.js';
+import type { AuthorityMetrics } from './metrics.js';
+import { RateLimiter } from './ratelimit/limiter.js';
+import type { Db } from './store/db.js';
+import type { Clock } from './time.js';
+
+export interface AuthorityDeps {
+  config: AuthorityConfig;
+  db: Db;
+  store: SharedStore;
+  clock: Clock;
+  metrics: AuthorityMetrics;
+  logger: Logger;
+  jwt: JwtVerifier | null;
+}
+
+export const BODY_LIMIT_BYTES = 64 * 1024;
+
+/** A caller's X-Request-ID is kept when it is a sane token; anything else gets a fresh UUID. */
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+function requestIdFor(request: IncomingMessage): string {
+  const given = request.headers['x-request-id'];
+  return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+}
+
+export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: deps.logger as FastifyBaseLogger,
+    bodyLimit: BODY_LIMIT_BYTES,
+    genReqId: requestIdFor,
+    requestIdLogLabel: 'request_id',
+    trustProxy: deps.config.trust_proxy,
+    forceCloseConnections: 'idle',
+    return503OnClosing: true,
+  });
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  // JSON is the only body we accept; everything else is a 415.
+  app.removeContentTypeParser(['text/plain']);
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unmatched';
+    deps.metrics.httpRequests.inc({ method: request.method, route, status_code: String(reply.statusCode) });
+    deps.metrics.httpDuration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
+  });
+
+  installErrorHandling(app);
+  installGuard(app, {
+    authenticate: createAuthenticator({
+      db: deps.db,
+      clock: deps.clock,
+      jwt: deps.jwt,
+      xServiceKeyEnabled: deps.config.auth.x_service_key.enabled,
+      metrics: deps.metrics,
+    }),
+    limiter: new RateLimiter(deps.store, deps.config.rate_limits, deps.clock),
+    metrics: deps.metrics,
+  });
+
+  healthRoutes(app, deps);
+  identityRoutes(app);
+  apiKeyRoutes(app, deps);
+
+  await app.ready();
+  return app;
+}
+
+/** The admin port: `/metrics` for Prometheus, and the health probes. Bind it to loopback or a private network. */
+export async function buildAdminApp(deps: Pick<AuthorityDeps, 'db' | 'store' | 'metrics' | 'logger'>): Promise<FastifyInstance> {
+  const app = Fastify({ loggerInstance: deps.logger.child({ server: 'admin' }) as FastifyBaseLogger, disableRequestLogging: true });
+  installErrorHandling(app);
+  app.get('/metrics', async (_request, reply) => {
+    reply.type(deps.metrics.registry.contentType);
+    return deps.metrics.registry.metrics();
+  });
+  healthRoutes(app, deps);
+  await app.ready();
+  return app;
+}

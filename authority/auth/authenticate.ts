@@ -1,0 +1,131 @@
+/**
+ * Turns the credential on a request into a `Principal`, or refuses with 401 (no valid
+ * credential) / 403 (a key used from outside its allowlist). Accepts `Authorization: Bearer`
+ * with an API key or a user JWT, and the deprecated `X-Service-Key` header while it is enabled.
+ *
+ * @example
+ *   const authenticate = createAuthenticator({ db, jwt, clock, xServiceKey: true, metrics });
+ *   const principal = await authenticate({ headers: request.headers, ip: request.ip, onDeprecatedHeader });
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import { CountersignError } from '../../shared/errors.js';
+import { findApiKeyBySecret, recordApiKeyUse } from '../api-keys/keys.js';
+import { isApiKeySecret } from '../api-keys/secret.js';
+import type { AuthorityMetrics } from '../metrics.js';
+import { findOrganization } from '../orgs/organizations.js';
+import type { Db } from '../store/db.js';
+import type { Clock } from '../time.js';
+import { compileAllowlist } from './cidr.js';
+import { JwksUnavailableError, JwtRejectedError, looksLikeJwt, type JwtVerifier } from './jwt.js';
+import type { Principal } from './principal.js';
+import { permissionsOf } from './roles.js';
+
+export interface AuthenticatorOptions {
+  db: Db;
+  clock: Clock;
+  jwt: JwtVerifier | null;
+  xServiceKeyEnabled: boolean;
+  metrics: AuthorityMetrics;
+}
+
+export interface CredentialSource {
+  headers: IncomingHttpHeaders;
+  ip: string;
+  /** Called when the deprecated X-Service-Key header carried the credential. */
+  onDeprecatedHeader(): void;
+}
+
+export type Authenticator = (source: CredentialSource) => Promise<Principal>;
+
+/** last_used_at is written at most this often per key, to keep a write off most requests. */
+const LAST_USED_RESOLUTION_MS = 60_000;
+
+export function createAuthenticator(options: AuthenticatorOptions): Authenticator {
+  const { db, clock, jwt, metrics } = options;
+  const lastUsedWritten = new Map<string, number>();
+
+  const refuse = (reason: string, message: string): never => {
+    metrics.authFailures.inc({ reason });
+    throw new CountersignError('unauthorized', message);
+  };
+
+  function extract(source: CredentialSource): string {
+    const authorization = source.headers.authorization;
+    if (authorization !== undefined) {
+      const match = /^Bearer +(\S+) *$/i.exec(authorization);
+      if (!match) return refuse('malformed', 'Authorization must be "Bearer <API key or token>"');
+      return match[1] as string;
+    }
+    const serviceKey = source.headers['x-service-key'];
+    if (serviceKey !== undefined) {
+      if (!options.xServiceKeyEnabled) {
+        return refuse('deprecated_header_disabled', 'X-Service-Key is no longer accepted here; send Authorization: Bearer <API key>');
+      }
+      source.onDeprecatedHeader();
+      metrics.deprecatedHeader.inc({ header: 'x-service-key' });
+      const value = Array.isArray(serviceKey) ? serviceKey[0] : serviceKey;
+      return (value ?? '').trim();
+    }
+    return refuse('missing', 'no credential: send Authorization: Bearer <API key or token>');
+  }
+
+  async function withApiKey(secret: string, ip: string): Promise<Principal> {
+    const key = await findApiKeyBySecret(db, secret);
+    if (!key) return refuse('unknown_key', 'unknown API key');
+    const now = clock.now();
+    if (key.revokedAt !== null) return refuse('revoked_key', 'API key has been revoked');
+    if (key.expiresAt !== null && key.expiresAt.getTime() <= now) return refuse('expired_key', 'API key has expired');
+    const org = await findOrganization(db, key.orgId);
+    if (!org) return refuse('unknown_organization', 'unknown API key');
+    if (key.allowedCidrs !== null && !compileAllowlist(key.allowedCidrs)(ip)) {
+      metrics.authFailures.inc({ reason: 'ip_not_allowed' });
+      throw new CountersignError('forbidden', 'this API key may not be used from this address');
+    }
+    const written = lastUsedWritten.get(key.id) ?? 0;
+    if (now - written >= LAST_USED_RESOLUTION_MS) {
+      lastUsedWritten.set(key.id, now);
+      await recordApiKeyUse(db, key.id, new Date(now));
+    }
+    return {
+      kind: 'api_key',
+      org,
+      keyId: key.id,
+      scopes: key.scopes,
+      permissions: new Set(key.scopes),
+      credential: `api_key:${key.id}`,
+    };
+  }
+
+  async function withJwt(token: string): Promise<Principal> {
+    if (!jwt) return refuse('jwt_not_configured', 'user tokens are not accepted: no issuer is configured');
+    let claims;
+    try {
+      claims = await jwt.verify(token);
+    } catch (error) {
+      if (error instanceof JwtRejectedError) return refuse('jwt_rejected', error.message);
+      if (error instanceof JwksUnavailableError) {
+        throw new CountersignError('service_unavailable', 'the identity provider keys could not be loaded', { cause: error });
+      }
+      throw error;
+    }
+    const org = /^[0-9a-f-]{36}$/i.test(claims.organizationId) ? await findOrganization(db, claims.organizationId) : null;
+    if (!org) return refuse('unknown_organization', "the token's organization is not known here");
+    return {
+      kind: 'user',
+      org,
+      userId: claims.userId,
+      email: claims.email,
+      role: claims.role,
+      expiresAt: claims.expiresAt,
+      permissions: claims.role ? permissionsOf(claims.role) : new Set(),
+      credential: `user:${claims.userId}`,
+    };
+  }
+
+  return async (source) => {
+    const credential = extract(source);
+    if (isApiKeySecret(credential)) return withApiKey(credential, source.ip);
+    if (looksLikeJwt(credential)) return withJwt(credential);
+    return refuse('malformed', 'credential is neither an API key (ask_live_…/ask_test_…) nor a token');
+  };
+}

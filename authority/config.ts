@@ -1,0 +1,180 @@
+/**
+ * The authority's configuration: defaults < authority.yaml < environment.
+ *
+ * @example
+ *   const config = await loadAuthorityConfig({ file: 'config/authority.yaml', env: process.env });
+ *   config.listen; // { host: '127.0.0.1', port: 7070 }
+ */
+import { readFile } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+
+export const PLANS = ['community', 'team', 'business', 'enterprise'] as const;
+export type Plan = (typeof PLANS)[number];
+
+const HostPort = z
+  .string()
+  .regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, { message: 'expected host:port, such as 127.0.0.1:7070' })
+  .transform((value) => {
+    const at = value.lastIndexOf(':');
+    const host = value.slice(0, at).replace(/^\[(.*)\]$/, '$1');
+    return { host, port: Number(value.slice(at + 1)) };
+  })
+  .refine((address) => address.port <= 65535, { message: 'port must be at most 65535' });
+
+const Bucket = z
+  .object({
+    per_minute: z.number().int().positive(),
+    burst: z.number().int().positive(),
+  })
+  .strict();
+export type BucketConfig = z.infer<typeof Bucket>;
+
+const JwtConfig = z
+  .object({
+    issuer: z.string().min(1),
+    audience: z.string().min(1),
+    jwks_url: z.url().optional(),
+    jwks_file: z.string().min(1).optional(),
+    clock_tolerance_seconds: z.number().int().min(0).max(300).default(5),
+    /** Asymmetric algorithms only: a shared-secret (HS*) or `none` token is never accepted. */
+    algorithms: z
+      .array(z.enum(['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'EdDSA']))
+      .min(1)
+      .default(['RS256', 'ES256', 'EdDSA']),
+    claims: z
+      .object({
+        user: z.string().min(1).default('sub'),
+        organization: z.string().min(1).default('org_id'),
+        role: z.string().min(1).default('role'),
+        email: z.string().min(1).default('email'),
+      })
+      .strict()
+      .default({ user: 'sub', organization: 'org_id', role: 'role', email: 'email' }),
+  })
+  .strict()
+  .refine((jwt) => (jwt.jwks_url === undefined) !== (jwt.jwks_file === undefined), {
+    message: 'give exactly one of jwks_url and jwks_file',
+  });
+export type JwtConfig = z.infer<typeof JwtConfig>;
+
+const DEFAULT_PLANS = {
+  community: { per_minute: 100, burst: 150 },
+  team: { per_minute: 300, burst: 600 },
+  business: { per_minute: 1000, burst: 2000 },
+  enterprise: { per_minute: 5000, burst: 10000 },
+};
+
+export const AuthorityConfig = z
+  .object({
+    listen: HostPort.default({ host: '127.0.0.1', port: 7070 }),
+    admin_listen: HostPort.default({ host: '127.0.0.1', port: 7071 }),
+    data_dir: z.string().min(1).default('./.countersign'),
+    database_url: z.string().min(1).optional(),
+    redis_url: z.string().min(1).optional(),
+    /** Postgres without Redis means replicas would not share replay state and rate limits. */
+    allow_in_process_store: z.boolean().default(false),
+    deployment: z.enum(['self_hosted', 'hosted']).default('self_hosted'),
+    log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    /** Passed to fastify: true, or the addresses/CIDRs of trusted proxies, for X-Forwarded-For. */
+    trust_proxy: z.union([z.boolean(), z.array(z.string().min(1))]).default(false),
+    auth: z
+      .object({
+        x_service_key: z.object({ enabled: z.boolean().default(true) }).strict().default({ enabled: true }),
+        jwt: JwtConfig.optional(),
+      })
+      .strict()
+      .default({ x_service_key: { enabled: true } }),
+    rate_limits: z
+      .object({
+        evaluate: Bucket.default({ per_minute: 100, burst: 100 }),
+        plans: z
+          .object({
+            community: Bucket.default(DEFAULT_PLANS.community),
+            team: Bucket.default(DEFAULT_PLANS.team),
+            business: Bucket.default(DEFAULT_PLANS.business),
+            enterprise: Bucket.default(DEFAULT_PLANS.enterprise),
+          })
+          .strict()
+          .default(DEFAULT_PLANS),
+        /** Per-organization overrides by organization id. */
+        organizations: z
+          .record(z.string(), z.object({ api: Bucket.optional(), evaluate: Bucket.optional() }).strict())
+          .default({}),
+      })
+      .strict()
+      .default({ evaluate: { per_minute: 100, burst: 100 }, plans: DEFAULT_PLANS, organizations: {} }),
+  })
+  .strict();
+
+export type AuthorityConfig = z.infer<typeof AuthorityConfig>;
+export type AuthorityConfigInput = z.input<typeof AuthorityConfig>;
+
+/** A configuration problem, with the path of every bad field. */
+export class ConfigError extends Error {
+  readonly code = 'CONFIG_INVALID';
+}
+
+export function formatIssues(source: string, error: z.ZodError): string {
+  const lines = error.issues.map((issue) => {
+    const path = issue.path.length > 0 ? issue.path.join('.') : '(root)';
+    return `  ${path}: ${issue.message}`;
+  });
+  return `${source} is invalid:\n${lines.join('\n')}`;
+}
+
+/** Parses an already-assembled object (tests build configurations this way). */
+export function parseAuthorityConfig(input: unknown, source = 'configuration'): AuthorityConfig {
+  const result = AuthorityConfig.safeParse(input);
+  if (!result.success) throw new ConfigError(formatIssues(source, result.error));
+  return result.data;
+}
+
+const ENV_OVERRIDES: Array<[env: string, key: keyof AuthorityConfigInput]> = [
+  ['COUNTERSIGN_AUTHORITY_LISTEN', 'listen'],
+  ['COUNTERSIGN_AUTHORITY_ADMIN_LISTEN', 'admin_listen'],
+  ['COUNTERSIGN_DATA_DIR', 'data_dir'],
+  ['DATABASE_URL', 'database_url'],
+  ['REDIS_URL', 'redis_url'],
+  ['COUNTERSIGN_LOG_LEVEL', 'log_level'],
+];
+
+export interface LoadOptions {
+  /** authority.yaml; `COUNTERSIGN_CONFIG` names it when this is not given. */
+  file?: string | undefined;
+  env?: NodeJS.ProcessEnv;
+}
+
+export async function loadAuthorityConfig(options: LoadOptions = {}): Promise<AuthorityConfig> {
+  const env = options.env ?? process.env;
+  const file = options.file ?? env.COUNTERSIGN_CONFIG;
+  let fromFile: Record<string, unknown> = {};
+  if (file !== undefined && file !== '') {
+    let text: string;
+    try {
+      text = await readFile(resolve(file), 'utf8');
+    } catch (error) {
+      throw new ConfigError(`cannot read ${file}: ${(error as Error).message}`);
+    }
+    let parsed: unknown;
+    try {
+      parsed = parseYaml(text);
+    } catch (error) {
+      throw new ConfigError(`${file} is not valid YAML: ${(error as Error).message}`);
+    }
+    if (parsed !== null && parsed !== undefined) {
+      if (typeof parsed !== 'object' || Array.isArray(parsed)) throw new ConfigError(`${file} must hold a mapping`);
+      fromFile = parsed as Record<string, unknown>;
+    }
+  }
+  const merged: Record<string, unknown> = { ...fromFile };
+  for (const [name, key] of ENV_OVERRIDES) {
+    const value = env[name];
+    if (value !== undefined && value !== '') merged[key] = value;
+  }
+  if (env.COUNTERSIGN_ALLOW_IN_PROCESS_STORE === '1' || env.COUNTERSIGN_ALLOW_IN_PROCESS_STORE === 'true') {
+    merged.allow_in_process_store = true;
+  }
+  return parseAuthorityConfig(merged, file ?? 'configuration');
+}

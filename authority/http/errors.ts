@@ -1,0 +1,85 @@
+/**
+ * Every error leaves the authority as the envelope `{error, message, status, request_id}`:
+ * our own `CountersignError`s, zod validation failures (400 with `details`), fastify's body
+ * errors (413, 415, bad JSON), unknown paths (404) and methods (405, with `Allow`), and anything
+ * unexpected as a 500 `internal` whose message never carries a stack or internals.
+ */
+import type { FastifyError, FastifyInstance } from 'fastify';
+import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
+import FindMyWay, { type HTTPVersion } from 'find-my-way';
+import { CountersignError, errorEnvelope, type ErrorDetail } from '../../shared/errors.js';
+
+const BODY_ERRORS: Record<string, () => CountersignError> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: () => new CountersignError('payload_too_large', 'request bodies are limited to 64 KiB'),
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: () =>
+    new CountersignError('unsupported_media_type', 'request bodies must be sent as Content-Type: application/json'),
+  FST_ERR_CTP_EMPTY_JSON_BODY: () => new CountersignError('invalid_request', 'the JSON body is empty'),
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: () => new CountersignError('invalid_request', 'Content-Length does not match the body'),
+};
+
+function validationDetails(error: { validation: Array<{ instancePath: string; message?: string }>; validationContext?: string }): ErrorDetail[] {
+  const context = error.validationContext;
+  const prefix = context === 'querystring' ? 'query' : context === 'params' ? 'params' : context === 'headers' ? 'headers' : '';
+  return error.validation.map((issue) => {
+    const path = issue.instancePath.split('/').filter(Boolean).join('.');
+    return { path: [prefix, path].filter(Boolean).join('.') || '(body)', message: issue.message ?? 'invalid' };
+  });
+}
+
+/** Maps anything thrown while answering to the envelope's error. */
+export function toCountersignError(error: unknown): CountersignError {
+  if (error instanceof CountersignError) return error;
+  if (hasZodFastifySchemaValidationErrors(error)) {
+    return new CountersignError('invalid_request', 'the request does not match the schema', {
+      details: validationDetails(error as never),
+    });
+  }
+  const fastifyError = error as Partial<FastifyError>;
+  const known = fastifyError.code ? BODY_ERRORS[fastifyError.code] : undefined;
+  if (known) return known();
+  const status = fastifyError.statusCode;
+  if (status === 400) {
+    const message = error instanceof SyntaxError ? 'the body is not valid JSON' : 'the request is malformed';
+    return new CountersignError('invalid_request', message);
+  }
+  if (status === 413) return BODY_ERRORS.FST_ERR_CTP_BODY_TOO_LARGE!();
+  if (status === 415) return BODY_ERRORS.FST_ERR_CTP_INVALID_MEDIA_TYPE!();
+  if (status === 404) return new CountersignError('not_found');
+  if (status !== undefined && status >= 400 && status < 500) return new CountersignError('invalid_request', 'the request is malformed');
+  return new CountersignError('internal', undefined, { cause: error });
+}
+
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+
+/** Installs the error handler and the 404/405 handler. Call before registering routes. */
+export function installErrorHandling(app: FastifyInstance): void {
+  // fastify answers an unknown method on a known path with 404; a shadow router of every
+  // registered route tells the two apart so the caller gets 405 and the Allow header.
+  const known = FindMyWay<HTTPVersion.V1>();
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) {
+      if (!known.hasRoute(method as never, route.url)) known.on(method as never, route.url, () => undefined);
+    }
+  });
+
+  app.setErrorHandler((error, request, reply) => {
+    const mapped = toCountersignError(error);
+    if (mapped.code === 'internal') request.log.error({ err: error }, 'unhandled error answered with 500');
+    else if (mapped.status >= 500) request.log.warn({ err: error, code: mapped.code }, 'dependency failure');
+    for (const [name, value] of Object.entries(mapped.headers)) reply.header(name, value);
+    return reply.code(mapped.status).type('application/json; charset=utf-8').send(errorEnvelope(mapped, request.id));
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0] ?? '/';
+    const allowed = METHODS.filter((method) => method !== request.method && known.find(method, path) !== null);
+    const error =
+      allowed.length > 0
+        ? new CountersignError('method_not_allowed', `${request.method} is not allowed on this path`, {
+            headers: { allow: allowed.join(', ') },
+          })
+        : new CountersignError('not_found', `no such endpoint: ${request.method} ${path}`);
+    for (const [name, value] of Object.entries(error.headers)) reply.header(name, value);
+    return reply.code(error.status).type('application/json; charset=utf-8').send(errorEnvelope(error, request.id));
+  });
+}

@@ -1,0 +1,103 @@
+/**
+ * Starts the authority process: storage (Postgres or embedded PGlite), migrations, first-start
+ * bootstrap, the shared store (Redis or in-process), the API and admin listeners. `close()`
+ * drains in-flight requests, then releases everything.
+ *
+ * @example
+ *   const running = await startAuthority(await loadAuthorityConfig({ file: 'config/authority.yaml' }));
+ *   running.apiUrl; // http://127.0.0.1:7070
+ *   await running.close();
+ */
+import { mkdir } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { createLogger } from '../shared/logging.js';
+import { createSharedStore } from '../shared/store/index.js';
+import type { SharedStore } from '../shared/store/types.js';
+import { buildAdminApp, buildAuthorityApp } from './app.js';
+import { createJwtVerifier } from './auth/jwt.js';
+import { ConfigError, type AuthorityConfig } from './config.js';
+import { createAuthorityMetrics } from './metrics.js';
+import { bootstrap } from './orgs/bootstrap.js';
+import type { Db } from './store/db.js';
+import { migrate } from './store/migrate.js';
+import { openDb } from './store/open.js';
+import { systemClock, type Clock } from './time.js';
+
+export interface StartOptions {
+  logger?: Logger;
+  clock?: Clock;
+  env?: NodeJS.ProcessEnv;
+}
+
+export interface RunningAuthority {
+  app: FastifyInstance;
+  admin: FastifyInstance;
+  apiUrl: string;
+  adminUrl: string;
+  db: Db;
+  store: SharedStore;
+  close(): Promise<void>;
+}
+
+function urlOf(server: FastifyInstance): string {
+  const address = server.server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return `http://${host}:${address.port}`;
+}
+
+export async function startAuthority(config: AuthorityConfig, options: StartOptions = {}): Promise<RunningAuthority> {
+  const env = options.env ?? process.env;
+  const logger = options.logger ?? createLogger({ name: 'authority', level: config.log_level });
+  const clock = options.clock ?? systemClock;
+
+  if (config.database_url !== undefined && config.redis_url === undefined && !config.allow_in_process_store) {
+    // Postgres means several replicas can run; without Redis they would not share replay
+    // state or rate limits. Refuse unless the operator says this is one replica on purpose.
+    throw new ConfigError(
+      'DATABASE_URL is set but REDIS_URL is not: replicas would not share replay state and rate limits. ' +
+        'Set REDIS_URL, or set allow_in_process_store: true (COUNTERSIGN_ALLOW_IN_PROCESS_STORE=1) for a single replica.',
+    );
+  }
+
+  await mkdir(config.data_dir, { recursive: true, mode: 0o700 });
+  const db = await openDb({ databaseUrl: config.database_url, dataDir: config.data_dir });
+  const release: Array<() => Promise<void>> = [() => db.close()];
+  const closeAll = async () => {
+    for (const step of release.reverse()) await step().catch((error) => logger.error({ err: error }, 'error while closing'));
+  };
+  try {
+    const { applied } = await migrate(db);
+    if (applied.length > 0) logger.info({ applied }, 'migrations applied');
+
+    const boot = await bootstrap(db, { dataDir: config.data_dir, clock, bootstrapKey: env.COUNTERSIGN_BOOTSTRAP_KEY || undefined });
+    if (boot?.file) {
+      logger.info({ organization_id: boot.organizationId, file: boot.file }, `first start: organization "default" created; its admin API key is in ${boot.file}`);
+    } else if (boot) {
+      logger.info({ organization_id: boot.organizationId }, 'first start: organization "default" created with the admin key from COUNTERSIGN_BOOTSTRAP_KEY');
+    }
+
+    const store = createSharedStore({ redisUrl: config.redis_url });
+    release.push(() => store.close());
+    const metrics = createAuthorityMetrics();
+    const jwt = config.auth.jwt ? await createJwtVerifier(config.auth.jwt) : null;
+    const deps = { config, db, store, clock, metrics, logger, jwt };
+
+    const app = await buildAuthorityApp(deps);
+    release.push(() => app.close());
+    const admin = await buildAdminApp(deps);
+    release.push(() => admin.close());
+    await app.listen({ host: config.listen.host, port: config.listen.port });
+    await admin.listen({ host: config.admin_listen.host, port: config.admin_listen.port });
+
+    logger.info(
+      { api: urlOf(app), admin: urlOf(admin), database: db.kind, store: store.kind, deployment: config.deployment },
+      'authority ready',
+    );
+    return { app, admin, apiUrl: urlOf(app), adminUrl: urlOf(admin), db, store, close: closeAll };
+  } catch (error) {
+    await closeAll();
+    throw error;
+  }
+}

@@ -1,0 +1,58 @@
+/**
+ * The authority's metrics. Labels are route templates, reasons and buckets: never raw URLs, ids
+ * or anything a caller controls freely.
+ *
+ * @example
+ *   metrics.rateLimited.inc({ bucket: 'evaluate' });
+ *   await metrics.registry.metrics(); // Prometheus text
+ */
+import { Counter, Histogram, type Registry } from 'prom-client';
+import { createRegistry, LATENCY_BUCKETS } from '../shared/metrics.js';
+
+export interface AuthorityMetrics {
+  registry: Registry;
+  httpRequests: Counter<'method' | 'route' | 'status_code'>;
+  httpDuration: Histogram<'method' | 'route'>;
+  authFailures: Counter<'reason'>;
+  deprecatedHeader: Counter<'header'>;
+  rateLimited: Counter<'bucket'>;
+}
+
+export function createAuthorityMetrics(): AuthorityMetrics {
+  const registry = createRegistry();
+  const registers = [registry];
+  return {
+    registry,
+    httpRequests: new Counter({
+      name: 'countersign_http_requests_total',
+      help: 'API requests answered, by method, route template and status code.',
+      labelNames: ['method', 'route', 'status_code'],
+      registers,
+    }),
+    httpDuration: new Histogram({
+      name: 'countersign_http_request_duration_seconds',
+      help: 'API request duration, by method and route template.',
+      labelNames: ['method', 'route'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    }),
+    authFailures: new Counter({
+      name: 'countersign_auth_failures_total',
+      help: 'Requests refused at authentication, by reason (missing, malformed, unknown_key, revoked_key, …).',
+      labelNames: ['reason'],
+      registers,
+    }),
+    deprecatedHeader: new Counter({
+      name: 'countersign_deprecated_header_total',
+      help: 'Requests that authenticated with a deprecated header (X-Service-Key).',
+      labelNames: ['header'],
+      registers,
+    }),
+    rateLimited: new Counter({
+      name: 'countersign_rate_limited_total',
+      help: 'Requests refused with 429, by rate-limit bucket (evaluate, api).',
+      labelNames: ['bucket'],
+      registers,
+    }),
+  };
+}

@@ -1,0 +1,169 @@
+/**
+ * `Db` on a real Postgres server through a `pg.Pool`.
+ *
+ * Rows come back with the same JS types as PGlite (see db.ts): int8 → number, timestamptz → Date,
+ * jsonb → parsed value, text[] → string[]. The int8 mapping is installed on this pool only, so
+ * other users of `pg` in the same process keep pg's defaults.
+ *
+ * One difference from PGlite stays: pg serialises a JS array parameter as a Postgres array, so a
+ * jsonb parameter that is an array must be passed as `JSON.stringify(value)` (PGlite would accept
+ * either). Objects are fine as they are.
+ *
+ * @example
+ *   const db = new PgDb({ connectionString: process.env.DATABASE_URL!, max: 20 });
+ *   await db.ping();
+ *   const [row] = await db.query<{ n: number }>('SELECT count(*) AS n FROM organizations');
+ *   await db.close();
+ */
+import pg from 'pg';
+import type { Db, Queryable } from './db.js';
+
+export interface PgDbOptions {
+  connectionString: string;
+  /** Pool size; pg's default is 10. */
+  max?: number;
+  /** How long acquiring a new connection may take before it fails; default 10 s. */
+  connectTimeoutMs?: number;
+  /**
+   * Called when an idle pooled connection fails (server restart, network drop). The pool discards
+   * that connection and opens a new one on demand; without a listener Node would crash the process.
+   * Default: a process warning.
+   */
+  onError?: (err: Error) => void;
+}
+
+const INT8_OID = 20;
+const INT8_ARRAY_OID = 1016;
+
+/**
+ * int8 text → JS number. Refuses values a double cannot hold exactly, so a counter past 2^53 is an
+ * error instead of a silently wrong number. PGlite uses the same function.
+ */
+export function parseInt8(text: string): number {
+  const n = Number(text);
+  if (!Number.isSafeInteger(n)) {
+    throw new RangeError(`int8 value ${text} does not fit a JS number exactly`);
+  }
+  return n;
+}
+
+type Nested<T> = T | null | Nested<T>[];
+
+function mapNested(value: Nested<string>, fn: (s: string) => number): Nested<number> {
+  if (value === null) return null;
+  if (Array.isArray(value)) return value.map((v) => mapNested(v, fn));
+  return fn(value);
+}
+
+// pg-types declares its parameter as an enum of the built-in OIDs, which lacks the array types.
+const builtinParser = pg.types.getTypeParser as (oid: number, format?: string) => (value: string) => unknown;
+
+/** pg's parsers, except int8 and int8[] which become numbers like in PGlite. */
+const pgliteCompatibleTypes = {
+  getTypeParser: (oid: number, format?: string) => {
+    if (format !== 'binary') {
+      if (oid === INT8_OID) return parseInt8;
+      if (oid === INT8_ARRAY_OID) {
+        const parseStrings = builtinParser(INT8_ARRAY_OID) as (s: string) => Nested<string>;
+        return (text: string) => mapNested(parseStrings(text), parseInt8);
+      }
+    }
+    return builtinParser(oid, format);
+  },
+} as pg.CustomTypesConfig;
+
+async function runQuery<Row>(target: pg.Pool | pg.PoolClient, sql: string, params?: readonly unknown[]): Promise<Row[]> {
+  const result = await target.query(sql, params === undefined ? undefined : [...params]);
+  return result.rows as Row[];
+}
+
+export class PgDb implements Db {
+  readonly kind = 'postgres' as const;
+  private readonly pool: pg.Pool;
+  private closing: Promise<void> | undefined;
+
+  constructor(options: PgDbOptions) {
+    this.pool = new pg.Pool({
+      connectionString: options.connectionString,
+      max: options.max,
+      connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
+      types: pgliteCompatibleTypes,
+    });
+    const onError =
+      options.onError ??
+      ((err: Error) => process.emitWarning(`idle Postgres connection failed: ${err.message}`, 'CountersignDbWarning'));
+    this.pool.on('error', (err) => onError(err));
+  }
+
+  query<Row = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<Row[]> {
+    return runQuery<Row>(this.pool, sql, params);
+  }
+
+  async exec(sql: string): Promise<void> {
+    // Without parameters pg uses the simple query protocol, which accepts several statements.
+    await this.pool.query(sql);
+  }
+
+  /**
+   * Note: inside `fn`, use `tx` only. `db.query` there runs on another connection, outside the
+   * transaction (and on PGlite it would wait for the transaction forever).
+   */
+  async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    let open = true;
+    // Set when the connection can no longer be trusted; release(err) then destroys it.
+    let broken: Error | undefined;
+    // The pool listens for errors only on idle clients; a checked-out client that loses its
+    // connection emits 'error', which without a listener would crash the process. The pending
+    // query rejects with the same error, so recording it is enough.
+    const onClientError = (err: Error): void => {
+      broken ??= err;
+    };
+    client.on('error', onClientError);
+    const guard = (): void => {
+      // Same rule as PGlite: a tx handle kept after the transaction ended must not run on a
+      // connection that is back in the pool (and maybe in someone else's transaction).
+      if (!open) throw new Error('Transaction is closed');
+    };
+    const tx: Queryable = {
+      query: async <Row = Record<string, unknown>>(sql: string, params?: readonly unknown[]) => {
+        guard();
+        return runQuery<Row>(client, sql, params);
+      },
+      exec: async (sql: string) => {
+        guard();
+        await client.query(sql);
+      },
+    };
+    try {
+      await client.query('BEGIN');
+      const result = await fn(tx);
+      const commit = await client.query('COMMIT');
+      // Postgres answers COMMIT of a failed transaction with ROLLBACK and no error; PGlite throws.
+      // Throw too, or a caller that swallowed a statement error would believe its writes landed.
+      if (commit.command === 'ROLLBACK') {
+        throw new Error('transaction was rolled back: a statement in it failed');
+      }
+      return result;
+    } catch (err) {
+      await client.query('ROLLBACK').catch((rollbackErr: unknown) => {
+        broken = rollbackErr instanceof Error ? rollbackErr : new Error(String(rollbackErr));
+      });
+      throw err;
+    } finally {
+      open = false;
+      client.off('error', onClientError);
+      client.release(broken);
+    }
+  }
+
+  async ping(): Promise<void> {
+    await this.pool.query('SELECT 1');
+  }
+
+  /** Ends the pool; safe to call more than once. */
+  close(): Promise<void> {
+    this.closing ??= this.pool.end();
+    return this.closing;
+  }
+}

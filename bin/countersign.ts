@@ -1,0 +1,74 @@
+#!/usr/bin/env node
+/**
+ * The `countersign` command. It only dispatches: each process role owns its commands.
+ *
+ *   countersign authority [--config authority.yaml]   run the authority
+ *   countersign migrate [--config …]                  apply database migrations
+ *   countersign orgs create|list …                    manage organizations
+ *   countersign keys create|list|revoke …             manage API keys
+ */
+import { parseArgs } from 'node:util';
+import { runAdminCommand, UsageError } from '../authority/cli/admin-commands.js';
+import { ConfigError, loadAuthorityConfig } from '../authority/config.js';
+import { startAuthority } from '../authority/main.js';
+
+const USAGE = `usage: countersign <command> [options]
+
+  authority [--config FILE]          run the authority (API 127.0.0.1:7070, metrics 127.0.0.1:7071)
+  migrate [--config FILE]            apply database migrations
+  orgs create --name NAME [--plan community|team|business|enterprise] [--test]
+  orgs list
+  keys create --org ORG --name NAME --scopes a:b,c:d [--allowed-cidrs 10.0.0.0/8,…] [--expires-at ISO]
+  keys list --org ORG
+  keys revoke KEY_ID --org ORG
+
+Administration commands work on DATABASE_URL, or on the embedded data directory
+(COUNTERSIGN_DATA_DIR, default ./.countersign) while the server is stopped.`;
+
+async function runAuthority(args: string[]): Promise<void> {
+  const { values } = parseArgs({ args, options: { config: { type: 'string' } } });
+  const config = await loadAuthorityConfig({ file: values.config });
+  const running = await startAuthority(config);
+  let closing = false;
+  const shutdown = (signal: string) => {
+    if (closing) return;
+    closing = true;
+    running.app.log.info({ signal }, 'shutting down: draining in-flight requests');
+    running.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.once('SIGTERM', () => shutdown('SIGTERM'));
+  process.once('SIGINT', () => shutdown('SIGINT'));
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
+    console.log(USAGE);
+    return command === undefined ? 2 : 0;
+  }
+  try {
+    if (command === 'authority') {
+      await runAuthority(rest);
+      return -1; // keeps running until a signal
+    }
+    await runAdminCommand(argv, { out: (line) => console.log(line), env: process.env });
+    return 0;
+  } catch (error) {
+    const usage = error instanceof UsageError || String((error as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS');
+    if (usage || error instanceof ConfigError) {
+      console.error(`countersign: ${(error as Error).message}`);
+      if (usage) console.error(`\n${USAGE}`);
+      return 2;
+    }
+    const code = (error as { code?: string }).code;
+    console.error(`countersign: ${(error as Error).message}${code ? ` (${code})` : ''}`);
+    return 1;
+  }
+}
+
+main(process.argv.slice(2)).then((code) => {
+  if (code >= 0) process.exitCode = code;
+});

@@ -1,0 +1,103 @@
+/**
+ * A complete authority app for tests, over a given backend, with two organizations (`acme`, a
+ * test organization, and `globex`), an admin key in each, a throwaway identity provider, a manual
+ * clock and captured log lines.
+ *
+ * @example
+ *   const authority = await createTestAuthority(await backend.open());
+ *   const response = await authority.app.inject({ method: 'GET', url: '/v1/api-keys', headers: authority.bearer(authority.acmeAdmin) });
+ */
+import { Writable } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
+import { buildAuthorityApp } from '../../authority/app.js';
+import { createApiKey } from '../../authority/api-keys/keys.js';
+import { createJwtVerifier } from '../../authority/auth/jwt.js';
+import { parseAuthorityConfig, type AuthorityConfigInput } from '../../authority/config.js';
+import { createAuthorityMetrics, type AuthorityMetrics } from '../../authority/metrics.js';
+import { createOrganization, type Organization } from '../../authority/orgs/organizations.js';
+import { createLogger } from '../../shared/logging.js';
+import { SCOPES, type Scope } from '../../shared/wire/scopes.js';
+import type { OpenedBackend } from './backends.js';
+import { ManualClock } from './clock.js';
+import { createTestIdp, TEST_AUDIENCE, TEST_ISSUER, type TestIdp } from './jwt.js';
+
+export interface TestAuthority {
+  app: FastifyInstance;
+  backend: OpenedBackend;
+  clock: ManualClock;
+  metrics: AuthorityMetrics;
+  idp: TestIdp;
+  acme: Organization;
+  globex: Organization;
+  acmeAdmin: string;
+  globexAdmin: string;
+  /** Every log line written so far, raw. */
+  logs: string[];
+  /** Creates a key in `org` (default acme) and returns its secret. */
+  key(scopes: readonly Scope[], options?: { org?: Organization; allowedCidrs?: string[]; expiresAt?: Date }): Promise<string>;
+  bearer(token: string): Record<string, string>;
+  close(): Promise<void>;
+}
+
+export async function createTestAuthority(
+  backend: OpenedBackend,
+  options: { config?: AuthorityConfigInput; clock?: ManualClock; store?: OpenedBackend['store'] } = {},
+): Promise<TestAuthority> {
+  const clock = options.clock ?? new ManualClock();
+  const idp = await createTestIdp();
+  const config = parseAuthorityConfig({
+    log_level: 'info',
+    auth: { jwt: { issuer: TEST_ISSUER, audience: TEST_AUDIENCE, jwks_file: idp.jwksFile } },
+    ...options.config,
+  });
+  const { db } = backend;
+  const logs: string[] = [];
+  const destination = new Writable({
+    write(chunk, _encoding, done) {
+      logs.push(String(chunk));
+      done();
+    },
+  });
+  const metrics = createAuthorityMetrics();
+  const acme = await createOrganization(db, { name: `acme-${Math.random().toString(36).slice(2, 8)}`, isTest: true }, clock);
+  const globex = await createOrganization(db, { name: `globex-${Math.random().toString(36).slice(2, 8)}` }, clock);
+  const key: TestAuthority['key'] = async (scopes, keyOptions = {}) => {
+    const created = await createApiKey(
+      db,
+      {
+        org: keyOptions.org ?? acme,
+        name: 'test key',
+        scopes,
+        allowedCidrs: keyOptions.allowedCidrs,
+        expiresAt: keyOptions.expiresAt,
+        createdBy: 'test',
+      },
+      clock,
+    );
+    return created.secret;
+  };
+  const app = await buildAuthorityApp({
+    config,
+    db,
+    store: options.store ?? backend.store,
+    clock,
+    metrics,
+    logger: createLogger({ name: 'authority', level: 'info', destination }),
+    jwt: config.auth.jwt ? await createJwtVerifier(config.auth.jwt) : null,
+  });
+  return {
+    app,
+    backend,
+    clock,
+    metrics,
+    idp,
+    acme,
+    globex,
+    acmeAdmin: await key(SCOPES),
+    globexAdmin: await key(SCOPES, { org: globex }),
+    logs,
+    key,
+    bearer: (token) => ({ authorization: `Bearer ${token}` }),
+    close: () => app.close(),
+  };
+}

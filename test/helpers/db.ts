@@ -1,0 +1,104 @@
+/**
+ * Storage backends for tests: every suite that touches the database runs once per backend.
+ * PGlite (in memory, migrated) always; Postgres when DATABASE_URL is set (`npm test` starts a
+ * throwaway server when the binaries exist), each `open()` in a fresh database of its own.
+ *
+ * @example
+ *   for (const backend of dbBackends()) {
+ *     t.test(backend.name, async (t) => {
+ *       const { db, cleanup } = await backend.open();
+ *       t.teardown(cleanup);
+ *       ...
+ *     });
+ *   }
+ *   const why = postgresSkipReason(); if (why) t.comment(why);
+ */
+import { randomBytes } from 'node:crypto';
+import { PGlite } from '@electric-sql/pglite';
+import pg from 'pg';
+import type { Db } from '../../authority/store/db.js';
+import { migrate } from '../../authority/store/migrate.js';
+import { PgDb } from '../../authority/store/pg.js';
+import { PGLITE_PARSERS, PgliteDb } from '../../authority/store/pglite.js';
+
+export interface OpenedDb {
+  db: Db;
+  /** Closes the connection and, for Postgres, drops the database. */
+  cleanup(): Promise<void>;
+}
+
+export interface DbBackend {
+  name: 'pglite' | 'postgres';
+  open(): Promise<OpenedDb>;
+}
+
+/** Why the Postgres variant does not run, or undefined when it does. */
+export function postgresSkipReason(): string | undefined {
+  return process.env['DATABASE_URL']
+    ? undefined
+    : 'postgres variant not run: DATABASE_URL is not set (npm test sets it when Postgres server ' +
+        'binaries are installed; or point DATABASE_URL at a server where databases may be created)';
+}
+
+// Creating PGlite runs initdb (seconds); loading a snapshot of a migrated one is much faster, so
+// each test process pays for initdb and migrations once.
+let snapshot: Promise<Blob> | undefined;
+
+async function migratedSnapshot(): Promise<Blob> {
+  const pglite = await PGlite.create({ parsers: PGLITE_PARSERS });
+  try {
+    await migrate(new PgliteDb(pglite));
+    return await pglite.dumpDataDir('none');
+  } finally {
+    await pglite.close();
+  }
+}
+
+async function openPgliteMigrated(): Promise<OpenedDb> {
+  snapshot ??= migratedSnapshot();
+  const db = new PgliteDb(await PGlite.create({ loadDataDir: await snapshot, parsers: PGLITE_PARSERS }));
+  return { db, cleanup: () => db.close() };
+}
+
+function adminClient(url: string): pg.Client {
+  return new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
+}
+
+async function openPostgresMigrated(adminUrl: string): Promise<OpenedDb> {
+  const name = `countersign_test_${process.pid}_${randomBytes(6).toString('hex')}`;
+  const admin = adminClient(adminUrl);
+  await admin.connect();
+  try {
+    await admin.query(`CREATE DATABASE "${name}"`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  const db = new PgDb({ connectionString: url.toString() });
+  const drop = async (): Promise<void> => {
+    await db.close();
+    const dropper = adminClient(adminUrl);
+    await dropper.connect();
+    try {
+      // FORCE: a test that leaked a connection must not make cleanup fail.
+      await dropper.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+    } finally {
+      await dropper.end();
+    }
+  };
+  try {
+    await migrate(db);
+  } catch (err) {
+    await drop();
+    throw err;
+  }
+  return { db, cleanup: drop };
+}
+
+export function dbBackends(): DbBackend[] {
+  const backends: DbBackend[] = [{ name: 'pglite', open: openPgliteMigrated }];
+  const url = process.env['DATABASE_URL'];
+  if (url) backends.push({ name: 'postgres', open: () => openPostgresMigrated(url) });
+  return backends;
+}

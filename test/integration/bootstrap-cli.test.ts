@@ -1,0 +1,113 @@
+/**
+ * First start (organization `default`, an admin key in a 0600 bootstrap.json, or the key from
+ * COUNTERSIGN_BOOTSTRAP_KEY) and the administration commands (`orgs`, `keys`), on both
+ * database backends.
+ */
+import { mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import t from 'tap';
+import { findApiKeyBySecret } from '../../authority/api-keys/keys.js';
+import { runAdminCommand } from '../../authority/cli/admin-commands.js';
+import { bootstrap } from '../../authority/orgs/bootstrap.js';
+import { findOrganization } from '../../authority/orgs/organizations.js';
+import { SCOPES } from '../../shared/wire/scopes.js';
+import { dbBackends } from '../helpers/db.js';
+import { ManualClock } from '../helpers/clock.js';
+
+for (const backend of dbBackends()) {
+  t.test(`bootstrap on ${backend.name}`, async (t) => {
+    const { db, cleanup } = await backend.open();
+    t.teardown(cleanup);
+    const dataDir = await mkdtemp(join(tmpdir(), 'countersign-boot-'));
+    const clock = new ManualClock();
+
+    const result = await bootstrap(db, { dataDir, clock });
+    t.ok(result, 'an empty database is bootstrapped');
+    const file = join(dataDir, 'bootstrap.json');
+    t.equal(result?.file, file);
+    t.equal((await stat(file)).mode & 0o777, 0o600, 'bootstrap.json is readable by its owner only');
+    const written = JSON.parse(await readFile(file, 'utf8'));
+    t.same(Object.keys(written).sort(), ['api_key', 'organization_id']);
+    t.match(written.api_key, /^ask_test_[A-Za-z0-9]{40}$/);
+
+    const org = await findOrganization(db, 'default');
+    t.equal(org?.id, written.organization_id, 'organization "default" exists');
+    const key = await findApiKeyBySecret(db, written.api_key);
+    t.same([...(key?.scopes ?? [])].sort(), [...SCOPES].sort(), 'the admin key holds every scope');
+
+    t.equal(await bootstrap(db, { dataDir, clock }), null, 'a second start changes nothing');
+  });
+
+  t.test(`bootstrap with COUNTERSIGN_BOOTSTRAP_KEY on ${backend.name}`, async (t) => {
+    const { db, cleanup } = await backend.open();
+    t.teardown(cleanup);
+    const dataDir = await mkdtemp(join(tmpdir(), 'countersign-boot-'));
+    const clock = new ManualClock();
+    await t.rejects(bootstrap(db, { dataDir, clock, bootstrapKey: 'not-a-key' }), { code: 'API_KEY_SECRET_INVALID' }, 'a malformed key is refused');
+    t.equal(await findOrganization(db, 'default'), null, 'and nothing was created');
+
+    const supplied = `ask_live_${'Z9'.repeat(20)}`;
+    const result = await bootstrap(db, { dataDir, clock, bootstrapKey: supplied });
+    t.equal(result?.file, null, 'no file is written when the key was supplied');
+    await t.rejects(stat(join(dataDir, 'bootstrap.json')), { code: 'ENOENT' });
+    t.ok(await findApiKeyBySecret(db, supplied), 'the supplied key works');
+  });
+}
+
+/** A configuration for the CLI that points at a fresh database of the backend under test. */
+async function cliTarget(name: 'pglite' | 'postgres'): Promise<{ env: NodeJS.ProcessEnv; config: string; cleanup(): Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), 'countersign-cli-'));
+  const config = join(dir, 'authority.yaml');
+  await writeFile(config, `data_dir: ${join(dir, 'data')}\n`);
+  if (name === 'pglite') return { env: {}, config, cleanup: async () => undefined };
+  const admin = new pg.Client({ connectionString: process.env.DATABASE_URL });
+  await admin.connect();
+  const database = `cli_${Math.random().toString(36).slice(2, 10)}`;
+  await admin.query(`CREATE DATABASE ${database}`);
+  const url = new URL(process.env.DATABASE_URL as string);
+  url.pathname = `/${database}`;
+  return {
+    env: { DATABASE_URL: url.toString(), COUNTERSIGN_ALLOW_IN_PROCESS_STORE: '1' },
+    config,
+    cleanup: async () => {
+      await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
+      await admin.end();
+    },
+  };
+}
+
+for (const backend of dbBackends()) {
+  t.test(`countersign orgs and keys commands on ${backend.name}`, async (t) => {
+    const target = await cliTarget(backend.name);
+    t.teardown(target.cleanup);
+    const run = async (...argv: string[]) => {
+      const lines: string[] = [];
+      await runAdminCommand([...argv, '--config', target.config], { out: (line) => lines.push(line), env: target.env });
+      return JSON.parse(lines.join('\n'));
+    };
+
+    t.match(await run('migrate'), { applied: Array }, 'migrate prints what it applied');
+    const { organization } = await run('orgs', 'create', '--name', 'acme', '--plan', 'business');
+    t.match(organization, { name: 'acme', plan: 'business', is_test: false });
+    t.equal((await run('orgs', 'list')).organizations.length, 1);
+
+    const created = await run('keys', 'create', '--org', 'acme', '--name', 'ci', '--scopes', 'evaluate:write,verify:execute', '--allowed-cidrs', '10.0.0.0/8');
+    t.match(created.secret, /^ask_live_/);
+    t.same(created.api_key.scopes, ['evaluate:write', 'verify:execute']);
+    t.same(created.api_key.allowed_cidrs, ['10.0.0.0/8']);
+
+    const listed = await run('keys', 'list', '--org', organization.id);
+    t.equal(listed.api_keys.length, 1);
+    t.notOk(JSON.stringify(listed).includes(created.secret), 'list never prints a secret');
+
+    const revoked = await run('keys', 'revoke', created.api_key.id, '--org', 'acme');
+    t.ok(revoked.api_key.revoked_at);
+
+    await t.rejects(run('keys', 'create', '--org', 'acme', '--name', 'x', '--scopes', 'evaluate'), { code: 'USAGE', message: /resource:action/ }, 'a bare scope is refused');
+    await t.rejects(run('keys', 'create', '--org', 'nope', '--name', 'x', '--scopes', 'audit:read'), /no organization "nope"/);
+    await t.rejects(run('orgs', 'create', '--name', 'Bad Name'), { code: 'USAGE' });
+    await t.rejects(run('keys', 'frobnicate'), /unknown command/);
+  });
+}

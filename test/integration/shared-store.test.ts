@@ -1,0 +1,504 @@
+/**
+ * The one contract suite for `SharedStore`: run against `MemoryStore` always, and against
+ * `RedisStore` when REDIS_URL is set (otherwise a comment says why it did not run). Both stores
+ * must pass the same assertions; only how time passes differs (an injected clock for memory,
+ * real short TTLs and bounded polling for Redis). Token buckets take the caller's clock, so they
+ * are deterministic on both.
+ *
+ * @example
+ *   REDIS_URL=redis://127.0.0.1:6379 npx tap test/integration/shared-store.test.ts
+ */
+import t from 'tap';
+import type { Test } from 'tap';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { MemoryStore } from '../../shared/store/memory.js';
+import { RedisStore } from '../../shared/store/redis.js';
+import { createSharedStore } from '../../shared/store/index.js';
+import type { SharedStore, TokenBucketSpec } from '../../shared/store/types.js';
+import { REDIS_NOT_RUN_REASON, deleteKeys, redisUrl, uniquePrefix } from '../helpers/redis.js';
+
+/** One store on fresh, empty state, as the suite needs it. */
+interface Harness {
+  store: SharedStore;
+  /** Another client on the same state: a second replica of the app. */
+  replica(): SharedStore;
+  /** A TTL short enough to watch it expire. */
+  shortTtlMs: number;
+  /** Lets `ttlMs` pass, then resolves whether `check` has become true. */
+  afterExpiry(ttlMs: number, check: () => Promise<boolean>): Promise<boolean>;
+}
+
+/** Opens a harness whose stores are closed (and whose data is removed) when `t` ends. */
+type StoreFactory = (t: Test) => Harness;
+
+const T0 = 1_700_000_000_000;
+const LONG_TTL_MS = 60_000;
+
+const memoryFactory: StoreFactory = (t) => {
+  let now = T0;
+  // Small bounds: the default marker cache allocates ~50 MB up front, once per test here.
+  const store = new MemoryStore({ now: () => now, maxMarkers: 10_000, maxRevocations: 1000 });
+  t.teardown(() => store.close());
+  return {
+    store,
+    // One process, one MemoryStore: "replicas" in embedded mode share the instance.
+    replica: () => store,
+    shortTtlMs: 1000,
+    async afterExpiry(ttlMs, check) {
+      now += ttlMs + 1;
+      return check();
+    },
+  };
+};
+
+function redisFactory(url: string): StoreFactory {
+  return (t) => {
+    const keyPrefix = uniquePrefix();
+    const open = (): RedisStore => {
+      const store = new RedisStore({ url, keyPrefix });
+      t.teardown(() => store.close());
+      return store;
+    };
+    const store = open();
+    t.teardown(() => deleteKeys(url, keyPrefix));
+    return {
+      store,
+      replica: open,
+      shortTtlMs: 50,
+      async afterExpiry(_ttlMs, check) {
+        // Real time: poll, bounded, and assert only the eventual outcome, never a duration.
+        const deadline = Date.now() + 3000;
+        for (;;) {
+          if (await check()) return true;
+          if (Date.now() > deadline) return false;
+          await sleep(20);
+        }
+      },
+    };
+  };
+}
+
+/** The contract: everything here must hold for every `SharedStore`. */
+function sharedStoreSuite(t: Test, open: StoreFactory): void {
+  t.test('consumeOnce resolves true once, then false', async (t) => {
+    const { store } = open(t);
+    t.equal(await store.consumeOnce('permit:{org_1}:a', LONG_TTL_MS), true);
+    t.equal(await store.consumeOnce('permit:{org_1}:a', LONG_TTL_MS), false);
+    t.equal(await store.consumeOnce('permit:{org_1}:a', LONG_TTL_MS), false);
+  });
+
+  t.test('200 concurrent consumeOnce calls on one key: exactly one wins', async (t) => {
+    const { store, replica } = open(t);
+    const other = replica();
+    const results = await Promise.all(
+      Array.from({ length: 200 }, (_, i) =>
+        (i % 2 === 0 ? store : other).consumeOnce('permit:{org_1}:race', LONG_TTL_MS),
+      ),
+    );
+    t.equal(results.filter((won) => won).length, 1);
+  });
+
+  t.test('consumeOnce with a record appends it only for the winning call', async (t) => {
+    const { store, replica } = open(t);
+    const other = replica();
+    const record = {
+      stream: 'verifications:{org_1}',
+      fields: { permit_id: 'p1', outcome: 'allow' },
+    };
+    const results = await Promise.all(
+      Array.from({ length: 200 }, (_, i) =>
+        (i % 2 === 0 ? store : other).consumeOnce('permit:{org_1}:p1', LONG_TTL_MS, record),
+      ),
+    );
+    t.equal(results.filter((won) => won).length, 1);
+    const records = await store.readRecords('verifications:{org_1}', '0', 1000);
+    t.equal(records.length, 1);
+    t.same(records[0]?.fields, { permit_id: 'p1', outcome: 'allow' });
+
+    t.equal(await store.consumeOnce('permit:{org_1}:p1', LONG_TTL_MS, record), false);
+    t.equal((await store.readRecords('verifications:{org_1}', '0', 1000)).length, 1);
+  });
+
+  t.test('a consumed key becomes consumable again after its TTL', async (t) => {
+    const h = open(t);
+    t.equal(await h.store.consumeOnce('short', h.shortTtlMs), true);
+    t.equal(await h.store.consumeOnce('long', LONG_TTL_MS), true);
+    t.equal(
+      await h.afterExpiry(h.shortTtlMs, () => h.store.consumeOnce('short', h.shortTtlMs)),
+      true,
+      'consumable again once the marker expired',
+    );
+    t.equal(await h.store.consumeOnce('long', LONG_TTL_MS), false, 'a live marker still holds');
+  });
+
+  t.test('different keys are independent', async (t) => {
+    const { store } = open(t);
+    t.equal(await store.consumeOnce('permit:{org_1}:x', LONG_TTL_MS), true);
+    t.equal(await store.consumeOnce('permit:{org_1}:y', LONG_TTL_MS), true);
+    t.equal(await store.consumeOnce('permit:{org_2}:x', LONG_TTL_MS), true);
+    t.equal(await store.consumeOnce('permit:{org_1}:x', LONG_TTL_MS), false);
+  });
+
+  t.test('revoke and isRevoked, shared by replicas, until the revocation expires', async (t) => {
+    const h = open(t);
+    const other = h.replica();
+    t.equal(await h.store.isRevoked('p1'), false);
+    await h.store.revoke('p1', LONG_TTL_MS);
+    t.equal(await h.store.isRevoked('p1'), true);
+    t.equal(await other.isRevoked('p1'), true, 'another replica sees the revocation');
+    t.equal(await h.store.isRevoked('p2'), false);
+
+    await h.store.revoke('p3', h.shortTtlMs);
+    t.equal(
+      await h.afterExpiry(h.shortTtlMs, async () => !(await h.store.isRevoked('p3'))),
+      true,
+      'the revocation lapses after its TTL',
+    );
+    t.equal(await h.store.isRevoked('p1'), true, 'a longer revocation still holds');
+  });
+
+  t.test('revocations and consume-once markers do not share keys', async (t) => {
+    const { store } = open(t);
+    await store.revoke('same', LONG_TTL_MS);
+    t.equal(await store.consumeOnce('same', LONG_TTL_MS), true);
+    t.equal(await store.isRevoked('same'), true);
+  });
+
+  const spec: TokenBucketSpec = { capacity: 5, refillPerMinute: 60 }; // one token per second
+
+  t.test('a fresh bucket allows exactly its capacity, then refuses', async (t) => {
+    const { store } = open(t);
+    for (let expected = 4; expected >= 0; expected--) {
+      const result = await store.takeToken('rl:{org_1}:api', spec, T0);
+      t.equal(result.allowed, true);
+      t.equal(result.remaining, expected, `remaining counts down to ${expected}`);
+      t.equal(result.retryAfterMs, 0);
+      t.equal(result.resetAtMs, T0 + (5 - expected) * 1000, 'full again after the taken tokens refill');
+    }
+    const refused = await store.takeToken('rl:{org_1}:api', spec, T0);
+    t.equal(refused.allowed, false);
+    t.equal(refused.remaining, 0);
+    t.ok(refused.retryAfterMs > 0, 'a refusal says when to retry');
+    t.equal(refused.retryAfterMs, 1000);
+    t.equal(refused.resetAtMs, T0 + 5000);
+  });
+
+  t.test('the bucket refills with the caller’s clock, up to its capacity', async (t) => {
+    const { store } = open(t);
+    for (let i = 0; i < 5; i++) await store.takeToken('b', spec, T0);
+
+    const early = await store.takeToken('b', spec, T0 + 400);
+    t.equal(early.allowed, false);
+    t.equal(early.retryAfterMs, 600, 'less than a token refilled');
+
+    const refilled = await store.takeToken('b', spec, T0 + 1000);
+    t.equal(refilled.allowed, true, 'one token after a second');
+    t.equal(refilled.remaining, 0);
+    t.equal((await store.takeToken('b', spec, T0 + 1000)).allowed, false);
+
+    const later = await store.takeToken('b', spec, T0 + 3_600_000);
+    t.equal(later.allowed, true);
+    t.equal(later.remaining, 4, 'refill stops at capacity');
+  });
+
+  t.test('a clock that goes backwards does not refill the bucket', async (t) => {
+    const { store, replica } = open(t);
+    for (let i = 0; i < 5; i++) await store.takeToken('b', spec, T0 + 10_000);
+
+    const behind = await store.takeToken('b', spec, T0);
+    t.equal(behind.allowed, false);
+    t.equal(behind.retryAfterMs, 1000, 'measured from the bucket’s own time');
+
+    // A fast replica takes the token refilled by T0+11s; a slow replica must not get it again.
+    t.equal((await store.takeToken('b', spec, T0 + 11_000)).allowed, true);
+    t.equal((await replica().takeToken('b', spec, T0 + 10_500)).allowed, false);
+    t.equal((await store.takeToken('b', spec, T0 + 12_000)).allowed, true);
+  });
+
+  t.test('replicas draw from one bucket; keys have separate buckets', async (t) => {
+    const { store, replica } = open(t);
+    const other = replica();
+    const small: TokenBucketSpec = { capacity: 3, refillPerMinute: 1 };
+    t.equal((await store.takeToken('shared', small, T0)).allowed, true);
+    t.equal((await store.takeToken('shared', small, T0)).allowed, true);
+    const third = await other.takeToken('shared', small, T0);
+    t.equal(third.allowed, true);
+    t.equal(third.remaining, 0);
+    t.equal((await store.takeToken('shared', small, T0)).allowed, false);
+    t.equal((await other.takeToken('shared', small, T0)).allowed, false);
+    t.equal((await other.takeToken('elsewhere', small, T0)).remaining, 2, 'another key is untouched');
+  });
+
+  t.test('concurrent takes never exceed the capacity', async (t) => {
+    const { store, replica } = open(t);
+    const other = replica();
+    const results = await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        (i % 2 === 0 ? store : other).takeToken('hot', { capacity: 20, refillPerMinute: 1 }, T0),
+      ),
+    );
+    t.equal(results.filter((r) => r.allowed).length, 20);
+  });
+
+  t.test('fractional refill rates keep the same arithmetic', async (t) => {
+    const { store } = open(t);
+    const odd: TokenBucketSpec = { capacity: 2, refillPerMinute: 7 };
+    await store.takeToken('odd', odd, T0);
+    await store.takeToken('odd', odd, T0);
+    const refused = await store.takeToken('odd', odd, T0 + 1234);
+    t.equal(refused.allowed, false);
+    // 1234 ms refill 0.14397 tokens; one token takes 60000/7 = 8571.43 ms in all.
+    t.equal(refused.retryAfterMs, Math.ceil(((1 - (1234 * 7) / 60000) * 60000) / 7));
+    t.equal(refused.resetAtMs, T0 + 1234 + Math.ceil(((2 - (1234 * 7) / 60000) * 60000) / 7));
+  });
+
+  t.test('invalid arguments reject', async (t) => {
+    const { store } = open(t);
+    await t.rejects(store.consumeOnce('k', 0), RangeError);
+    await t.rejects(store.revoke('k', -1), RangeError);
+    await t.rejects(store.takeToken('k', { capacity: 0, refillPerMinute: 60 }, T0), RangeError);
+    await t.rejects(store.takeToken('k', { capacity: 5, refillPerMinute: 0 }, T0), RangeError);
+    await t.rejects(store.takeToken('k', spec, Number.NaN), RangeError);
+    await t.rejects(store.appendRecord('s', {}), RangeError);
+    await t.rejects(store.readRecords('s', '0', 0), RangeError);
+    await t.rejects(store.consumeOnce('k', 1000, { stream: 's', fields: {} }), RangeError);
+    t.equal(await store.consumeOnce('k', LONG_TTL_MS), true, 'a refused call consumed nothing');
+  });
+
+  t.test('records: order, increasing ids, paging with afterId', async (t) => {
+    const { store } = open(t);
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push(await store.appendRecord('audit:{org_1}', { n: String(i) }));
+    for (let i = 1; i < ids.length; i++) {
+      t.ok(compareIds(ids[i - 1]!, ids[i]!) < 0, `id ${ids[i]} follows ${ids[i - 1]}`);
+    }
+
+    const all = await store.readRecords('audit:{org_1}', '0', 10);
+    t.same(
+      all.map((r) => r.fields['n']),
+      ['0', '1', '2', '3', '4'],
+    );
+    t.same(
+      all.map((r) => r.id),
+      ids,
+    );
+
+    const pages: string[][] = [];
+    let after = '0';
+    for (;;) {
+      const page = await store.readRecords('audit:{org_1}', after, 2);
+      if (page.length === 0) break;
+      pages.push(page.map((r) => r.fields['n']!));
+      after = page[page.length - 1]!.id;
+    }
+    t.same(pages, [['0', '1'], ['2', '3'], ['4']]);
+
+    t.same(await store.readRecords('audit:{org_2}', '0', 10), [], 'another stream is empty');
+    await store.appendRecord('audit:{org_2}', { n: 'x', kind: 'other' });
+    t.equal((await store.readRecords('audit:{org_1}', '0', 10)).length, 5, 'streams are separate');
+    t.same((await store.readRecords('audit:{org_2}', '0', 10))[0]?.fields, { n: 'x', kind: 'other' });
+  });
+
+  t.test('ping resolves while the store is up', async (t) => {
+    const { store } = open(t);
+    await t.resolves(store.ping());
+  });
+
+  t.test('after close(), every method rejects with STORE_CLOSED', async (t) => {
+    const { store } = open(t);
+    await store.close();
+    const closed = { code: 'STORE_CLOSED' };
+    await t.rejects(store.consumeOnce('k', 1000), closed);
+    await t.rejects(store.consumeOnce('k', 1000, { stream: 's', fields: { a: 'b' } }), closed);
+    await t.rejects(store.revoke('k', 1000), closed);
+    await t.rejects(store.isRevoked('k'), closed);
+    await t.rejects(store.takeToken('k', spec, T0), closed);
+    await t.rejects(store.appendRecord('s', { a: 'b' }), closed);
+    await t.rejects(store.readRecords('s', '0', 10), closed);
+    await t.rejects(store.ping(), closed);
+    await t.resolves(store.close(), 'closing twice is harmless');
+  });
+}
+
+function compareIds(a: string, b: string): number {
+  const [am = 0n, as = 0n] = a.split('-').map(BigInt);
+  const [bm = 0n, bs = 0n] = b.split('-').map(BigInt);
+  if (am !== bm) return am < bm ? -1 : 1;
+  return as === bs ? 0 : as < bs ? -1 : 1;
+}
+
+t.test('MemoryStore', async (t) => {
+  sharedStoreSuite(t, memoryFactory);
+
+  t.test('record ids follow the injected clock and never go back', async (t) => {
+    let now = 5000;
+    const store = new MemoryStore({ now: () => now });
+    t.teardown(() => store.close());
+    t.equal(await store.appendRecord('s', { a: '1' }), '5000-0');
+    t.equal(await store.appendRecord('s', { a: '2' }), '5000-1');
+    now = 4000;
+    t.equal(await store.appendRecord('s', { a: '3' }), '5000-2', 'a clock going back reuses the last ms');
+    now = 6000;
+    t.equal(await store.appendRecord('s', { a: '4' }), '6000-0');
+    t.same(
+      (await store.readRecords('s', '5000-1', 10)).map((r) => r.id),
+      ['5000-2', '6000-0'],
+    );
+    t.same(
+      (await store.readRecords('s', '5000', 10)).map((r) => r.id),
+      ['5000-1', '5000-2', '6000-0'],
+      'an id without a sequence means <ms>-0, as in XRANGE',
+    );
+    await t.rejects(store.readRecords('s', 'nonsense', 10), RangeError);
+  });
+
+  t.test('TTLs work with a clock that starts at 0', async (t) => {
+    let now = 0;
+    const store = new MemoryStore({ now: () => now });
+    t.teardown(() => store.close());
+    t.equal(await store.consumeOnce('k', 100), true);
+    t.equal(await store.consumeOnce('k', 100), false);
+    now = 101;
+    t.equal(await store.consumeOnce('k', 100), true);
+  });
+
+  t.test('a full store refuses new markers instead of evicting live ones', async (t) => {
+    let now = T0;
+    const store = new MemoryStore({ now: () => now, maxMarkers: 2, maxRevocations: 1 });
+    t.teardown(() => store.close());
+    t.equal(await store.consumeOnce('a', 1000), true);
+    t.equal(await store.consumeOnce('b', 5000), true);
+    await t.rejects(store.consumeOnce('c', 1000), { code: 'STORE_FULL' });
+    t.equal(await store.consumeOnce('a', 1000), false, 'the live marker was kept');
+    now += 1001;
+    t.equal(await store.consumeOnce('c', 1000), true, 'room again once a marker expired');
+    t.equal(await store.consumeOnce('b', 5000), false);
+
+    await store.revoke('r1', 1000);
+    await t.resolves(store.revoke('r1', 2000), 'renewing a revocation needs no room');
+    await t.rejects(store.revoke('r2', 1000), { code: 'STORE_FULL' });
+    t.equal(await store.isRevoked('r1'), true);
+  });
+
+  t.test('many buckets are bounded without changing any outcome of full ones', async (t) => {
+    const store = new MemoryStore({ maxBuckets: 10 });
+    t.teardown(() => store.close());
+    const one: TokenBucketSpec = { capacity: 1, refillPerMinute: 60 };
+    t.equal((await store.takeToken('busy', one, T0)).allowed, true);
+    for (let i = 0; i < 30; i++) await store.takeToken(`k${i}`, one, T0 + 5000);
+    t.equal((await store.takeToken('k29', one, T0 + 5000)).allowed, false, 'a recent bucket is kept');
+  });
+
+  t.test('createSharedStore without a URL is in-process', async (t) => {
+    const store = createSharedStore({ now: () => T0 });
+    t.teardown(() => store.close());
+    t.equal(store.kind, 'memory');
+    t.equal(await store.consumeOnce('k', 1000), true);
+  });
+});
+
+const url = redisUrl();
+if (url === undefined) {
+  t.comment(`RedisStore variant of the shared-store suite did not run: ${REDIS_NOT_RUN_REASON}`);
+} else {
+  t.test('RedisStore', async (t) => {
+    sharedStoreSuite(t, redisFactory(url));
+
+    t.test('an unreachable Redis makes every method reject, without crashing', async (t) => {
+      const store = new RedisStore({
+        url: 'redis://127.0.0.1:1',
+        keyPrefix: uniquePrefix(),
+        connectTimeoutMs: 200,
+        commandTimeoutMs: 300,
+      });
+      t.teardown(() => store.close());
+      const unavailable = { code: 'STORE_UNAVAILABLE' };
+      await t.rejects(store.consumeOnce('k', 1000), unavailable);
+      await t.rejects(store.takeToken('k', { capacity: 5, refillPerMinute: 60 }, T0), unavailable);
+      await t.rejects(store.ping(), unavailable);
+      await t.rejects(store.revoke('k', 1000), unavailable);
+      await t.rejects(store.isRevoked('k'), unavailable);
+      await t.rejects(store.appendRecord('s', { a: 'b' }), unavailable);
+      await t.rejects(store.readRecords('s', '0', 1), unavailable);
+      const waiting = store.consumeOnce('k', 1000);
+      await store.close();
+      await t.rejects(waiting, { code: 'STORE_CLOSED' }, 'close() ends a wait for the connection');
+      await t.resolves(store.close(), 'closes even though it never connected');
+    });
+
+    t.test('a record stream of the wrong type consumes nothing', async (t) => {
+      const keyPrefix = uniquePrefix();
+      const store = new RedisStore({ url, keyPrefix });
+      const raw = new Redis(url);
+      t.teardown(async () => {
+        await Promise.all([store.close(), raw.quit(), deleteKeys(url, keyPrefix)]);
+      });
+      await raw.set(`${keyPrefix}stream:broken`, 'not a stream');
+      const record = { stream: 'broken', fields: { a: 'b' } };
+      await t.rejects(store.consumeOnce('permit:{o}:1', LONG_TTL_MS, record), { name: 'ReplyError' });
+      t.equal(await store.consumeOnce('permit:{o}:1', LONG_TTL_MS), true, 'the marker was not set');
+      await t.rejects(store.appendRecord('broken', { a: 'b' }), /WRONGTYPE/);
+    });
+
+    t.test('a store used right after construction waits for its connection', async (t) => {
+      const store = new RedisStore({ url, keyPrefix: uniquePrefix() });
+      t.teardown(() => store.close());
+      t.equal(await store.consumeOnce('k', 1000), true);
+    });
+
+    t.test('createSharedStore with a URL uses Redis under the given prefix', async (t) => {
+      const keyPrefix = uniquePrefix();
+      const store = createSharedStore({ redisUrl: url, keyPrefix });
+      t.teardown(() => store.close());
+      t.teardown(() => deleteKeys(url, keyPrefix));
+      t.equal(store.kind, 'redis');
+      await store.revoke('p1', LONG_TTL_MS);
+      const peer = new RedisStore({ url, keyPrefix });
+      t.teardown(() => peer.close());
+      t.equal(await peer.isRevoked('p1'), true);
+      const stranger = new RedisStore({ url, keyPrefix: uniquePrefix() });
+      t.teardown(() => stranger.close());
+      t.equal(await stranger.isRevoked('p1'), false, 'another prefix sees nothing');
+    });
+
+    t.test('the Lua token bucket agrees with token-bucket.ts on every step', async (t) => {
+      const keyPrefix = uniquePrefix();
+      const redis = new RedisStore({ url, keyPrefix });
+      const memory = new MemoryStore();
+      t.teardown(() => Promise.all([redis.close(), memory.close(), deleteKeys(url, keyPrefix)]));
+      // A fixed pseudo-random walk (deterministic: same steps every run) with fractional rates,
+      // several keys, and a clock that sometimes goes backwards.
+      let seed = 42;
+      const next = (): number => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+      const specs: TokenBucketSpec[] = [
+        { capacity: 3, refillPerMinute: 7 },
+        { capacity: 150, refillPerMinute: 100 },
+        { capacity: 2.5, refillPerMinute: 0.3 },
+      ];
+      let now = T0;
+      let mismatches = 0;
+      let refused = 0;
+      for (let step = 0; step < 400; step++) {
+        now += Math.floor(next() * 2000) - 300;
+        const which = Math.floor(next() * specs.length);
+        const bucket = specs[which]!;
+        const [fromRedis, fromMemory] = await Promise.all([
+          redis.takeToken(`k${which}`, bucket, now),
+          memory.takeToken(`k${which}`, bucket, now),
+        ]);
+        if (!fromMemory.allowed) refused++;
+        if (JSON.stringify(fromRedis) !== JSON.stringify(fromMemory)) {
+          mismatches++;
+          t.same(fromRedis, fromMemory, `step ${step}`);
+        }
+      }
+      t.equal(mismatches, 0);
+      t.ok(refused > 0 && refused < 400, 'the walk covers both allowed and refused takes');
+    });
+
+    t.test('a key prefix with braces is refused', async (t) => {
+      t.throws(() => new RedisStore({ url, keyPrefix: '{bad}:' }), RangeError);
+    });
+  });
+}

@@ -1,0 +1,98 @@
+/**
+ * Bad input, generated: random JSON, random bytes, random content types, random credentials
+ * and random paths against every endpoint. The authority never answers 5xx and every error is
+ * the envelope.
+ */
+import fc from 'fast-check';
+import t from 'tap';
+import { SCOPES } from '../../shared/wire/scopes.js';
+import { ErrorEnvelope } from '../../shared/wire/envelope.js';
+import { createTestAuthority } from '../helpers/authority.js';
+import { appBackends } from '../helpers/backends.js';
+
+const RUNS = 60;
+
+const CONTENT_TYPES = [undefined, 'application/json', 'application/json; charset=utf-8', 'text/plain', 'application/octet-stream', 'multipart/form-data; boundary=x', 'application/x-www-form-urlencoded'];
+
+const body = fc.oneof(
+  fc.jsonValue().map((value) => JSON.stringify(value)),
+  fc.record({ name: fc.jsonValue(), scopes: fc.array(fc.oneof(fc.constantFrom(...SCOPES), fc.string(), fc.jsonValue())), allowed_cidrs: fc.jsonValue(), expires_at: fc.oneof(fc.string(), fc.date({ noInvalidDate: true }).map((d) => d.toISOString())) }, { requiredKeys: [] }).map((value) => JSON.stringify(value)),
+  fc.uint8Array({ maxLength: 4096 }).map((bytes) => Buffer.from(bytes)),
+  fc.string({ maxLength: 512 }),
+);
+
+t.test('random bodies to every endpoint: never a 5xx, always the envelope', async (t) => {
+  const opened = await appBackends()[0]!.open();
+  const authority = await createTestAuthority(opened, {
+    config: { rate_limits: { plans: { community: { per_minute: 1_000_000, burst: 1_000_000 } } } },
+  });
+  t.teardown(async () => {
+    await authority.close();
+    await opened.cleanup();
+  });
+  const victim = await authority.app.inject({
+    method: 'POST',
+    url: '/v1/api-keys',
+    headers: { ...authority.bearer(authority.acmeAdmin), 'content-type': 'application/json' },
+    payload: { name: 'victim', scopes: ['audit:read'] },
+  });
+  const routes = [
+    ['POST', '/v1/api-keys'],
+    ['POST', `/v1/api-keys/${victim.json().api_key.id}/revoke`],
+    ['POST', '/v1/api-keys/not-an-id/revoke'],
+    ['GET', '/v1/api-keys'],
+    ['GET', '/v1/session'],
+    ['GET', '/v1-api-key-self'],
+    ['GET', '/healthz'],
+    ['GET', '/readyz'],
+    ['POST', '/v1/evaluate-nothing-here'],
+    ['PUT', '/v1/api-keys'],
+  ] as const;
+
+  for (const [method, url] of routes) {
+    let answered = 0;
+    await fc.assert(
+      fc.asyncProperty(body, fc.constantFrom(...CONTENT_TYPES), async (payload, contentType) => {
+        answered += 1;
+        const response = await authority.app.inject({
+          method,
+          url,
+          headers: { ...authority.bearer(authority.acmeAdmin), ...(contentType ? { 'content-type': contentType } : {}) },
+          payload,
+        });
+        if (response.statusCode >= 500) throw new Error(`${method} ${url} answered ${response.statusCode}: ${response.body}`);
+        if (response.statusCode >= 400) ErrorEnvelope.parse(response.json());
+      }),
+      { numRuns: RUNS },
+    );
+    t.equal(answered, RUNS, `${method} ${url}: ${RUNS} random bodies, no 5xx, envelopes only`);
+  }
+});
+
+t.test('random credentials and paths: 401/404/405 envelopes, never a 5xx', async (t) => {
+  const opened = await appBackends()[0]!.open();
+  const authority = await createTestAuthority(opened);
+  t.teardown(async () => {
+    await authority.close();
+    await opened.cleanup();
+  });
+  let answered = 0;
+  const printable = fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((code) => String.fromCharCode(code)), maxLength: 300 });
+  await fc.assert(
+    fc.asyncProperty(
+      fc.constantFrom('GET', 'POST', 'PUT', 'DELETE', 'PATCH'),
+      fc.oneof(fc.constantFrom('/v1/api-keys', '/v1/session', '/v1-api-key-self'), printable.map((p) => `/${encodeURIComponent(p)}`)),
+      fc.oneof(printable, printable.map((p) => `Bearer ${p}`), fc.constant(`Bearer ask_live_${'x'.repeat(40)}`), printable.map((p) => `Bearer ${Buffer.from(p).toString('base64url')}.e30.${p.length}`)),
+      fc.boolean(),
+      async (method, url, credential, deprecated) => {
+        answered += 1;
+        const headers = deprecated ? { 'x-service-key': credential } : { authorization: credential };
+        const response = await authority.app.inject({ method, url, headers });
+        if (response.statusCode >= 500) throw new Error(`${method} ${url} answered ${response.statusCode}: ${response.body}`);
+        if (response.statusCode !== 200) ErrorEnvelope.parse(response.json());
+      },
+    ),
+    { numRuns: 300 },
+  );
+  t.equal(answered, 300, '300 random requests answered without a 5xx');
+});
