@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import type { SharedStore } from '../shared/store/types.js';
@@ -50,7 +50,7 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
     loggerInstance: deps.logger as FastifyBaseLogger,
     bodyLimit: BODY_LIMIT_BYTES,
     genReqId: requestIdFor,
-    requestIdLogLabel: 'request_id',
+    logController: new LogController({ requestIdLogLabel: 'request_id' }),
     trustProxy: deps.config.trust_proxy,
     forceCloseConnections: 'idle',
     return503OnClosing: true,
@@ -92,7 +92,11 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
 
 /** The admin port: `/metrics` for Prometheus, and the health probes. Bind it to loopback or a private network. */
 export async function buildAdminApp(deps: Pick<AuthorityDeps, 'db' | 'store' | 'metrics' | 'logger'>): Promise<FastifyInstance> {
-  const app = Fastify({ loggerInstance: deps.logger.child({ server: 'admin' }) as FastifyBaseLogger, disableRequestLogging: true });
+  const app = Fastify({
+    loggerInstance: deps.logger.child({ server: 'admin' }) as FastifyBaseLogger,
+    // Scrapes and probes every few seconds would drown the log.
+    logController: new LogController({ disableRequestLogging: true }),
+  });
   installErrorHandling(app);
   app.get('/metrics', async (_request, reply) => {
     reply.type(deps.metrics.registry.contentType);

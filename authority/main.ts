@@ -63,10 +63,15 @@ export async function startAuthority(config: AuthorityConfig, options: StartOpti
 
   await mkdir(config.data_dir, { recursive: true, mode: 0o700 });
   const db = await openDb({ databaseUrl: config.database_url, dataDir: config.data_dir });
+  // Released in reverse order of acquisition: listeners first (draining requests), the database last.
   const release: Array<() => Promise<void>> = [() => db.close()];
-  const closeAll = async () => {
-    for (const step of release.reverse()) await step().catch((error) => logger.error({ err: error }, 'error while closing'));
-  };
+  let closing: Promise<void> | undefined;
+  const closeAll = (): Promise<void> =>
+    (closing ??= (async () => {
+      for (const step of [...release].reverse()) {
+        await step().catch((error: unknown) => logger.error({ err: error }, 'error while closing'));
+      }
+    })());
   try {
     const { applied } = await migrate(db);
     if (applied.length > 0) logger.info({ applied }, 'migrations applied');
