@@ -14,15 +14,25 @@ import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod
 import type { Logger } from 'pino';
 import type { SharedStore } from '../shared/store/types.js';
 import { apiKeyRoutes } from './api-keys/routes.js';
+import { auditRoutes } from './audit/routes.js';
 import { createAuthenticator } from './auth/authenticate.js';
 import type { JwtVerifier } from './auth/jwt.js';
 import { identityRoutes } from './auth/routes.js';
 import type { AuthorityConfig } from './config.js';
+import { effectRoutes } from './effects/routes.js';
+import { evaluateRoutes } from './evaluate/routes.js';
 import { healthRoutes } from './health/routes.js';
 import { installErrorHandling } from './http/errors.js';
 import { installGuard } from './http/guard.js';
 import type { AuthorityMetrics } from './metrics.js';
+import { PublishedKeyResolver } from './permits/key-resolver.js';
+import { permitRoutes } from './permits/routes.js';
+import { verifyRoutes } from './permits/verify-route.js';
+import { policyRoutes } from './policy/routes.js';
+import type { PolicyVersions } from './policy/versions.js';
 import { RateLimiter } from './ratelimit/limiter.js';
+import { auditKeysFrom } from './signing/audit-keys.js';
+import type { SigningKeys } from './signing/keys.js';
 import type { Db } from './store/db.js';
 import type { Clock } from './time.js';
 
@@ -34,6 +44,8 @@ export interface AuthorityDeps {
   metrics: AuthorityMetrics;
   logger: Logger;
   jwt: JwtVerifier | null;
+  keys: SigningKeys;
+  policies: PolicyVersions;
 }
 
 export const BODY_LIMIT_BYTES = 64 * 1024;
@@ -82,9 +94,16 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
     metrics: deps.metrics,
   });
 
+  const keyResolver = new PublishedKeyResolver(deps.keys, deps.clock);
   healthRoutes(app, deps);
   identityRoutes(app);
   apiKeyRoutes(app, deps);
+  policyRoutes(app, deps);
+  evaluateRoutes(app, deps);
+  permitRoutes(app, { ...deps, keyResolver });
+  verifyRoutes(app, { ...deps, keyResolver });
+  effectRoutes(app, deps);
+  auditRoutes(app, { db: deps.db, keys: auditKeysFrom(deps.keys), clock: deps.clock });
 
   await app.ready();
   return app;

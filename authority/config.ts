@@ -86,6 +86,31 @@ export const AuthorityConfig = z
       })
       .strict()
       .default({ x_service_key: { enabled: true } }),
+    /** base64 of 32 random bytes; encrypts secrets at rest. Embedded mode makes <data_dir>/secret.key when unset. */
+    secret_key: z.string().min(1).optional(),
+    permits: z
+      .object({
+        issuer: z.string().min(1).default('countersign'),
+        audience: z.string().min(1).default('countersign:gate'),
+      })
+      .strict()
+      .default({ issuer: 'countersign', audience: 'countersign:gate' }),
+    signing: z
+      .object({
+        /** PEM (PKCS#8) Ed25519 private keys; the first signs, the others stay published. Empty: generated keys. */
+        permit_key_files: z.array(z.string().min(1)).default([]),
+        audit_key_files: z.array(z.string().min(1)).default([]),
+        /** A rotated-in key is published this long before it signs, so every gate has it. */
+        publish_before_use_seconds: z.number().int().min(0).max(86_400).default(120),
+      })
+      .strict()
+      .default({ permit_key_files: [], audit_key_files: [], publish_before_use_seconds: 120 }),
+    audit: z
+      .object({ checkpoint_interval_seconds: z.number().int().min(1).default(300) })
+      .strict()
+      .default({ checkpoint_interval_seconds: 300 }),
+    /** The policy loaded into organization `default` on first start; unset: the example shipped in config/policies/. */
+    bootstrap_policy: z.string().min(1).optional(),
     rate_limits: z
       .object({
         evaluate: Bucket.default({ per_minute: 100, burst: 100 }),
@@ -138,6 +163,7 @@ const ENV_OVERRIDES: Array<[env: string, key: keyof AuthorityConfigInput]> = [
   ['DATABASE_URL', 'database_url'],
   ['REDIS_URL', 'redis_url'],
   ['COUNTERSIGN_LOG_LEVEL', 'log_level'],
+  ['COUNTERSIGN_SECRET_KEY', 'secret_key'],
 ];
 
 export interface LoadOptions {

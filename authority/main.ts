@@ -19,7 +19,11 @@ import { buildAdminApp, buildAuthorityApp } from './app.js';
 import { createJwtVerifier } from './auth/jwt.js';
 import { ConfigError, type AuthorityConfig } from './config.js';
 import { createAuthorityMetrics } from './metrics.js';
-import { bootstrap } from './orgs/bootstrap.js';
+import { writeCheckpoints } from './audit/checkpoints.js';
+import { bootstrap, readBootstrapPolicy } from './orgs/bootstrap.js';
+import { PolicyVersions } from './policy/versions.js';
+import { auditKeysFrom } from './signing/audit-keys.js';
+import { openSecretBox, openSigning } from './signing/open.js';
 import type { Db } from './store/db.js';
 import { migrate } from './store/migrate.js';
 import { openDb } from './store/open.js';
@@ -62,6 +66,8 @@ export async function startAuthority(config: AuthorityConfig, options: StartOpti
   }
 
   await mkdir(config.data_dir, { recursive: true, mode: 0o700 });
+  // Before the database is touched: a missing secret key is a configuration error.
+  const box = await openSecretBox(config);
   const db = await openDb({ databaseUrl: config.database_url, dataDir: config.data_dir });
   // Released in reverse order of acquisition: listeners first (draining requests), the database last.
   const release: Array<() => Promise<void>> = [() => db.close()];
@@ -76,7 +82,14 @@ export async function startAuthority(config: AuthorityConfig, options: StartOpti
     const { applied } = await migrate(db);
     if (applied.length > 0) logger.info({ applied }, 'migrations applied');
 
-    const boot = await bootstrap(db, { dataDir: config.data_dir, clock, bootstrapKey: env.COUNTERSIGN_BOOTSTRAP_KEY || undefined });
+    const keys = await openSigning(db, box, config, clock);
+    const policies = new PolicyVersions(db, clock);
+    const boot = await bootstrap(db, {
+      dataDir: config.data_dir,
+      clock,
+      bootstrapKey: env.COUNTERSIGN_BOOTSTRAP_KEY || undefined,
+      policy: { versions: policies, ...(await readBootstrapPolicy(config.bootstrap_policy)) },
+    });
     if (boot?.file) {
       logger.info({ organization_id: boot.organizationId, file: boot.file }, `first start: organization "default" created; its admin API key is in ${boot.file}`);
     } else if (boot) {
@@ -87,12 +100,22 @@ export async function startAuthority(config: AuthorityConfig, options: StartOpti
     release.push(() => store.close());
     const metrics = createAuthorityMetrics();
     const jwt = config.auth.jwt ? await createJwtVerifier(config.auth.jwt) : null;
-    const deps = { config, db, store, clock, metrics, logger, jwt };
+    const deps = { config, db, store, clock, metrics, logger, jwt, keys, policies };
 
     const app = await buildAuthorityApp(deps);
     release.push(() => app.close());
     const admin = await buildAdminApp(deps);
     release.push(() => admin.close());
+    // Signed checkpoints of every chain head, so a truncated tail is detectable later.
+    const auditKeys = auditKeysFrom(keys);
+    const checkpointTimer = setInterval(() => {
+      auditKeys
+        .signer()
+        .then((signer) => writeCheckpoints(db, signer, clock))
+        .catch((error: unknown) => logger.error({ err: error }, 'audit checkpoint failed'));
+    }, config.audit.checkpoint_interval_seconds * 1000);
+    checkpointTimer.unref();
+    release.push(async () => clearInterval(checkpointTimer));
     await app.listen({ host: config.listen.host, port: config.listen.port });
     await admin.listen({ host: config.admin_listen.host, port: config.admin_listen.port });
 

@@ -16,6 +16,12 @@ export interface AuthorityMetrics {
   authFailures: Counter<'reason'>;
   deprecatedHeader: Counter<'header'>;
   rateLimited: Counter<'bucket'>;
+  evaluations: Counter<'decision' | 'mode'>;
+  evaluateDuration: Histogram<'decision'>;
+  permitsIssued: Counter;
+  permitsRevoked: Counter;
+  verifications: Counter<'result' | 'reason'>;
+  auditAppendFailures: Counter<'operation'>;
 }
 
 export function createAuthorityMetrics(): AuthorityMetrics {
@@ -52,6 +58,33 @@ export function createAuthorityMetrics(): AuthorityMetrics {
       name: 'countersign_rate_limited_total',
       help: 'Requests refused with 429, by rate-limit bucket (evaluate, api).',
       labelNames: ['bucket'],
+      registers,
+    }),
+    evaluations: new Counter({
+      name: 'countersign_evaluations_total',
+      help: 'Evaluations decided and recorded, by decision and mode (live, shadow).',
+      labelNames: ['decision', 'mode'],
+      registers,
+    }),
+    evaluateDuration: new Histogram({
+      name: 'countersign_evaluate_duration_seconds',
+      help: 'Time to decide, sign and durably record one evaluation, by decision.',
+      labelNames: ['decision'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    }),
+    permitsIssued: new Counter({ name: 'countersign_permits_issued_total', help: 'Permits issued.', registers }),
+    permitsRevoked: new Counter({ name: 'countersign_permits_revoked_total', help: 'Permits revoked.', registers }),
+    verifications: new Counter({
+      name: 'countersign_verifications_total',
+      help: 'Permit verifications answered by POST /v1-verify-permit, by result (verified, rejected) and reason code.',
+      labelNames: ['result', 'reason'],
+      registers,
+    }),
+    auditAppendFailures: new Counter({
+      name: 'countersign_audit_append_failures_total',
+      help: 'Operations refused because their audit event could not be written, by operation.',
+      labelNames: ['operation'],
       registers,
     }),
   };

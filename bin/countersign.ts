@@ -6,9 +6,13 @@
  *   countersign migrate [--config …]                  apply database migrations
  *   countersign orgs create|list …                    manage organizations
  *   countersign keys create|list|revoke …             manage API keys
+ *   countersign keys rotate-signing [--purpose …]     rotate the permit or audit signing key
+ *   countersign audit verify <bundle> --key <pem>     verify an exported audit bundle offline
  */
 import { parseArgs } from 'node:util';
 import { runAdminCommand, UsageError } from '../authority/cli/admin-commands.js';
+import { runAuditCommand } from '../authority/cli/audit-commands.js';
+import { runSigningCommand } from '../authority/cli/signing-commands.js';
 import { ConfigError, loadAuthorityConfig } from '../authority/config.js';
 import { startAuthority } from '../authority/main.js';
 
@@ -21,6 +25,10 @@ const USAGE = `usage: countersign <command> [options]
   keys create --org ORG --name NAME --scopes a:b,c:d [--allowed-cidrs 10.0.0.0/8,…] [--expires-at ISO]
   keys list --org ORG
   keys revoke KEY_ID --org ORG
+  keys rotate-signing [--purpose permit|audit]
+                                     publish a new signing key; it signs after publish_before_use_seconds
+  audit verify BUNDLE --key PEM [--checkpoint FILE]
+                                     verify an exported audit bundle offline (exit 1 on any problem)
 
 Administration commands work on DATABASE_URL, or on the embedded data directory
 (COUNTERSIGN_DATA_DIR, default ./.countersign) while the server is stopped.`;
@@ -54,7 +62,13 @@ async function main(argv: string[]): Promise<number> {
       await runAuthority(rest);
       return -1; // keeps running until a signal
     }
-    await runAdminCommand(argv, { out: (line) => console.log(line), env: process.env });
+    const io = { out: (line: string) => console.log(line), env: process.env };
+    if (command === 'audit') return await runAuditCommand(rest, io);
+    if (command === 'keys' && rest[0] === 'rotate-signing') {
+      await runSigningCommand(rest.slice(1), io);
+      return 0;
+    }
+    await runAdminCommand(argv, io);
     return 0;
   } catch (error) {
     const usage = error instanceof UsageError || String((error as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS');

@@ -31,6 +31,9 @@ export type ErrorCode = keyof typeof ERROR_CATALOGUE;
 export interface ErrorDetail {
   path: string;
   message: string;
+  /** 1-based position in a submitted document (policies), when known. */
+  line?: number;
+  column?: number;
 }
 
 export interface CountersignErrorOptions {

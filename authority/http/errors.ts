@@ -7,6 +7,7 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import FindMyWay, { type HTTPVersion } from 'find-my-way';
+import type { z } from 'zod';
 import { CountersignError, errorEnvelope, type ErrorDetail } from '../../shared/errors.js';
 
 const BODY_ERRORS: Record<string, () => CountersignError> = {
@@ -23,6 +24,13 @@ function validationDetails(error: { validation: Array<{ instancePath: string; me
   return error.validation.map((issue) => {
     const path = issue.instancePath.split('/').filter(Boolean).join('.');
     return { path: [prefix, path].filter(Boolean).join('.') || '(body)', message: issue.message ?? 'invalid' };
+  });
+}
+
+/** A zod failure from a schema applied by hand (not by the route's schema), as a 400. */
+export function invalidRequest(error: z.ZodError, message = 'the request does not match the schema'): CountersignError {
+  return new CountersignError('invalid_request', message, {
+    details: error.issues.map((issue) => ({ path: issue.path.map(String).join('.') || '(body)', message: issue.message })),
   });
 }
 

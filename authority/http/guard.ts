@@ -57,8 +57,10 @@ export function installGuard(app: FastifyInstance, { authenticate, limiter, metr
     }
 
     // `access` is always declared (see onRoute above); an undeclared one would be refused here.
-    if (access === undefined || (access !== 'authenticated' && !principal.permissions.has(access))) {
-      throw new CountersignError('forbidden', `this credential lacks the permission ${access}`);
+    if (access === 'authenticated') return;
+    const anyOf = access === undefined ? [] : typeof access === 'string' ? [access] : access;
+    if (!anyOf.some((permission) => principal.permissions.has(permission))) {
+      throw new CountersignError('forbidden', `this credential lacks the permission ${anyOf.join(' or ') || '(undeclared)'}`);
     }
   });
 }

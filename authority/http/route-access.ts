@@ -11,8 +11,11 @@ import type { Scope } from '../../shared/wire/scopes.js';
 import type { Principal } from '../auth/principal.js';
 import type { RateBucket } from '../ratelimit/limiter.js';
 
-/** `public`: no credential (health only). `authenticated`: any valid credential. A scope: that permission. */
-export type Access = 'public' | 'authenticated' | Scope;
+/**
+ * `public`: no credential (health only). `authenticated`: any valid credential. A scope: that
+ * permission. A list of scopes: any one of them (reads that a write permission also grants).
+ */
+export type Access = 'public' | 'authenticated' | Scope | readonly Scope[];
 
 export interface RateLimitPolicy {
   bucket: RateBucket;

@@ -8,11 +8,13 @@
  *   const result = await bootstrap(db, { dataDir: '.countersign', clock });
  *   result?.file; // '.countersign/bootstrap.json'
  */
-import { mkdir, writeFile, chmod } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { mkdir, readFile, writeFile, chmod } from 'node:fs/promises';
+import { extname, join, resolve } from 'node:path';
 import { SCOPES } from '../../shared/wire/scopes.js';
 import { createApiKey } from '../api-keys/keys.js';
+import type { PolicyFormat, PolicyVersions } from '../policy/versions.js';
 import type { Db } from '../store/db.js';
+import { packageRoot } from '../store/migrate.js';
 import type { Clock } from '../time.js';
 import { createOrganization } from './organizations.js';
 
@@ -23,6 +25,14 @@ export interface BootstrapOptions {
   clock: Clock;
   /** COUNTERSIGN_BOOTSTRAP_KEY: use this secret for the admin key instead of generating one. */
   bootstrapKey?: string | undefined;
+  /** The policy organization `default` starts with (config/policies/default.yaml unless configured). */
+  policy?: { versions: PolicyVersions; source: string; format: PolicyFormat } | undefined;
+}
+
+/** The bootstrap policy's text: the configured file, or the example shipped with the package. */
+export async function readBootstrapPolicy(file: string | undefined): Promise<{ source: string; format: PolicyFormat }> {
+  const path = file ?? join(packageRoot(), 'config', 'policies', 'default.yaml');
+  return { source: await readFile(path, 'utf8'), format: extname(path) === '.json' ? 'json' : 'yaml' };
 }
 
 export interface BootstrapResult {
@@ -44,6 +54,10 @@ export async function bootstrap(db: Db, options: BootstrapOptions): Promise<Boot
       { org, name: 'bootstrap admin', scopes: SCOPES, createdBy: 'bootstrap', secret: options.bootstrapKey },
       options.clock,
     );
+    if (options.policy) {
+      const { versions, source, format } = options.policy;
+      await versions.put(tx, { orgId: org.id, source, format, createdBy: 'bootstrap', requestId: null });
+    }
     let file: string | null = null;
     if (options.bootstrapKey === undefined) {
       // Written before the commit: if the file cannot be written, nothing is created and the

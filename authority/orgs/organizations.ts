@@ -16,6 +16,8 @@ export interface Organization {
   plan: Plan;
   isTest: boolean;
   createdAt: Date;
+  /** The current policy version; null until a policy is loaded (evaluate then denies: NO_POLICY). */
+  policyVersion: number | null;
 }
 
 interface OrganizationRow {
@@ -24,6 +26,7 @@ interface OrganizationRow {
   plan: Plan;
   is_test: boolean;
   created_at: Date;
+  policy_version: number | null;
 }
 
 const fromRow = (row: OrganizationRow): Organization => ({
@@ -32,7 +35,10 @@ const fromRow = (row: OrganizationRow): Organization => ({
   plan: row.plan,
   isTest: row.is_test,
   createdAt: row.created_at,
+  policyVersion: row.policy_version,
 });
+
+const COLUMNS = 'id, name, plan, is_test, created_at, policy_version';
 
 export const OrganizationName = z
   .string()
@@ -52,7 +58,7 @@ export async function createOrganization(
   const { name, plan, isTest } = NewOrganization.parse(input);
   const rows = await db.query<OrganizationRow>(
     `INSERT INTO organizations (id, name, plan, is_test, created_at) VALUES ($1, $2, $3, $4, $5)
-     RETURNING id, name, plan, is_test, created_at`,
+     RETURNING ${COLUMNS}`,
     [randomUUID(), name, plan, isTest, new Date(clock.now())],
   );
   return fromRow(rows[0] as OrganizationRow);
@@ -63,18 +69,25 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** By id, or by name (for the CLI, where names are easier to type). */
 export async function findOrganization(db: Queryable, idOrName: string): Promise<Organization | null> {
   const rows = UUID.test(idOrName)
-    ? await db.query<OrganizationRow>('SELECT id, name, plan, is_test, created_at FROM organizations WHERE id = $1', [idOrName])
-    : await db.query<OrganizationRow>('SELECT id, name, plan, is_test, created_at FROM organizations WHERE name = $1', [idOrName]);
+    ? await db.query<OrganizationRow>(`SELECT ${COLUMNS} FROM organizations WHERE id = $1`, [idOrName])
+    : await db.query<OrganizationRow>(`SELECT ${COLUMNS} FROM organizations WHERE name = $1`, [idOrName]);
   return rows[0] ? fromRow(rows[0]) : null;
 }
 
 export async function listOrganizations(db: Queryable): Promise<Organization[]> {
   const rows = await db.query<OrganizationRow>(
-    'SELECT id, name, plan, is_test, created_at FROM organizations ORDER BY created_at, name',
+    `SELECT ${COLUMNS} FROM organizations ORDER BY created_at, name`,
   );
   return rows.map(fromRow);
 }
 
 export function organizationToJson(org: Organization): Record<string, unknown> {
-  return { id: org.id, name: org.name, plan: org.plan, is_test: org.isTest, created_at: org.createdAt.toISOString() };
+  return {
+    id: org.id,
+    name: org.name,
+    plan: org.plan,
+    is_test: org.isTest,
+    policy_version: org.policyVersion,
+    created_at: org.createdAt.toISOString(),
+  };
 }

@@ -9,7 +9,9 @@ import { ERROR_CATALOGUE, type ErrorCode } from '../errors.js';
 
 const codes = Object.keys(ERROR_CATALOGUE) as [ErrorCode, ...ErrorCode[]];
 
-export const ErrorDetail = z.object({ path: z.string(), message: z.string() });
+export const ErrorDetail = z
+  .object({ path: z.string(), message: z.string(), line: z.number().int().optional(), column: z.number().int().optional() })
+  .strict();
 
 export const ErrorEnvelope = z
   .object({

@@ -8,13 +8,14 @@
  */
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, stat } from 'node:fs/promises';
+import { mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { once } from 'node:events';
 import pg from 'pg';
 import t from 'tap';
 import { request } from 'undici';
+import { CountersignApiError, CountersignClient } from '../../shared/client/client.js';
 
 const CLI = resolve('dist/bin/countersign.js');
 
@@ -103,6 +104,46 @@ t.test('npm start on embedded defaults: bootstrap, authenticated API, metrics, r
   t.equal(await stop(second), 0);
 });
 
+t.test('the README walkthrough over loopback: evaluate, verify once, export and verify the audit offline', async (t) => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'countersign-e2e-'));
+  const started = await startAuthority({ COUNTERSIGN_DATA_DIR: dataDir });
+  t.teardown(() => started.child.kill('SIGKILL'));
+  const { api_key: apiKey } = JSON.parse(await readFile(join(dataDir, 'bootstrap.json'), 'utf8'));
+  const client = new CountersignClient({ baseUrl: started.api, apiKey });
+  t.teardown(() => client.close());
+
+  const action = { action_type: 'demo.echo', actor_id: 'demo-agent', context: { environment: 'dev', target: { type: 'demo', id: 'hello' } } };
+  const decision = await client.evaluate(action);
+  t.equal(decision.decision, 'allow');
+  t.ok(decision.permit_token);
+  const first = await client.verifyPermit({ permit_token: decision.permit_token, ...action });
+  t.match(first, { valid: true, consumed: true });
+  const second = await client.verifyPermit({ permit_token: decision.permit_token, ...action });
+  t.match(second, { valid: false, verify_error_code: 'PERMIT_ALREADY_USED' });
+  t.equal((await client.evaluate({ ...action, actor_id: 'unknown-bot' })).decision, 'deny');
+  await t.rejects(client.evaluate({ action_type: 'NOT VALID', actor_id: 'x' }), CountersignApiError, 'an error envelope becomes a typed error');
+  t.equal((await client.permitKeys()).keys.length, 1);
+
+  const bundleFile = join(dataDir, 'bundle.json');
+  const keyFile = join(dataDir, 'audit.pem');
+  await writeFile(bundleFile, JSON.stringify(await client.exportAudit()));
+  const keys = JSON.parse((await call(`${started.api}/v1/audit/keys`, { authorization: `Bearer ${apiKey}` })).text).keys;
+  await writeFile(keyFile, keys[0].public_key_pem);
+  const verified = spawnSync(process.execPath, [CLI, 'audit', 'verify', bundleFile, '--key', keyFile], { encoding: 'utf8' });
+  t.equal(verified.status, 0, `countersign audit verify accepts the export: ${verified.stdout}${verified.stderr}`);
+  const bundle = JSON.parse(await readFile(bundleFile, 'utf8'));
+  bundle.events[1].payload.decision = 'deny';
+  await writeFile(bundleFile, JSON.stringify(bundle));
+  const tampered = spawnSync(process.execPath, [CLI, 'audit', 'verify', bundleFile, '--key', keyFile], { encoding: 'utf8' });
+  t.equal(tampered.status, 1, 'and refuses a modified one');
+  t.match(tampered.stdout, /modified/);
+  t.equal(await stop(started), 0);
+
+  const rotated = spawnSync(process.execPath, [CLI, 'keys', 'rotate-signing'], { env: { PATH: process.env.PATH, COUNTERSIGN_DATA_DIR: dataDir }, encoding: 'utf8' });
+  t.equal(rotated.status, 0, rotated.stderr);
+  t.equal(JSON.parse(rotated.stdout).published.length, 2, 'rotation publishes the new key beside the old one');
+});
+
 t.test('the same command on Postgres and Redis', async (t) => {
   if (!process.env.DATABASE_URL || !process.env.REDIS_URL) {
     t.comment('the Postgres + Redis variant did not run: DATABASE_URL or REDIS_URL is not set');
@@ -125,6 +166,7 @@ t.test('the same command on Postgres and Redis', async (t) => {
     DATABASE_URL: url.toString(),
     REDIS_URL: process.env.REDIS_URL,
     COUNTERSIGN_BOOTSTRAP_KEY: bootstrapKey,
+    COUNTERSIGN_SECRET_KEY: Buffer.alloc(32, 7).toString('base64'),
   });
   t.teardown(() => started.child.kill('SIGKILL'));
   t.match(started.ready, { database: 'postgres', store: 'redis' });

@@ -8,6 +8,7 @@
  *   const response = await authority.app.inject({ method: 'GET', url: '/v1/api-keys', headers: authority.bearer(authority.acmeAdmin) });
  */
 import { Writable } from 'node:stream';
+import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { buildAuthorityApp } from '../../authority/app.js';
 import { createApiKey } from '../../authority/api-keys/keys.js';
@@ -15,6 +16,10 @@ import { createJwtVerifier } from '../../authority/auth/jwt.js';
 import { parseAuthorityConfig, type AuthorityConfigInput } from '../../authority/config.js';
 import { createAuthorityMetrics, type AuthorityMetrics } from '../../authority/metrics.js';
 import { createOrganization, type Organization } from '../../authority/orgs/organizations.js';
+import { PolicyVersions } from '../../authority/policy/versions.js';
+import { readBootstrapPolicy } from '../../authority/orgs/bootstrap.js';
+import { SigningKeys } from '../../authority/signing/keys.js';
+import { SecretBox } from '../../authority/signing/secret-box.js';
 import { createLogger } from '../../shared/logging.js';
 import { SCOPES, type Scope } from '../../shared/wire/scopes.js';
 import type { OpenedBackend } from './backends.js';
@@ -26,6 +31,8 @@ export interface TestAuthority {
   backend: OpenedBackend;
   clock: ManualClock;
   metrics: AuthorityMetrics;
+  keys: SigningKeys;
+  policies: PolicyVersions;
   idp: TestIdp;
   acme: Organization;
   globex: Organization;
@@ -59,8 +66,18 @@ export async function createTestAuthority(
     },
   });
   const metrics = createAuthorityMetrics();
+  const keys = new SigningKeys(db, new SecretBox(randomBytes(32)), clock, { publishBeforeUseMs: 120_000 });
+  await keys.ensure('permit');
+  await keys.ensure('audit');
+  const policies = new PolicyVersions(db, clock);
+  const example = await readBootstrapPolicy(undefined);
   const acme = await createOrganization(db, { name: `acme-${Math.random().toString(36).slice(2, 8)}`, isTest: true }, clock);
   const globex = await createOrganization(db, { name: `globex-${Math.random().toString(36).slice(2, 8)}` }, clock);
+  // Both organizations start with the example policy, as organization `default` does.
+  for (const org of [acme, globex]) {
+    const stored = await db.transaction((tx) => policies.put(tx, { orgId: org.id, ...example, createdBy: 'test', requestId: null }));
+    org.policyVersion = stored.version;
+  }
   const key: TestAuthority['key'] = async (scopes, keyOptions = {}) => {
     const created = await createApiKey(
       db,
@@ -84,12 +101,16 @@ export async function createTestAuthority(
     metrics,
     logger: createLogger({ name: 'authority', level: 'info', destination }),
     jwt: config.auth.jwt ? await createJwtVerifier(config.auth.jwt) : null,
+    keys,
+    policies,
   });
   return {
     app,
     backend,
     clock,
     metrics,
+    keys,
+    policies,
     idp,
     acme,
     globex,

@@ -1,0 +1,204 @@
+/**
+ * Appending to an organization's audit chain, inside the caller's transaction, so the event
+ * commits together with the state change it records or not at all (spec core rule 9).
+ *
+ * Per append: lock the organization's head row (one round trip; two more only the first time an
+ * organization appends), then insert the event(s) and move the head in one statement. Appends of
+ * one organization queue on the head row, which is what makes sequences gap-free; a rolled-back
+ * transaction releases the lock without having moved the head. The transaction must run at READ
+ * COMMITTED (Db.transaction's default): the head row is re-read after waiting for its lock.
+ * Append last, just before commit: the lock is held until the transaction ends, so whatever runs
+ * after the append is serialised per organization too.
+ *
+ * @example
+ *   await db.transaction(async (tx) => {
+ *     await tx.query('INSERT INTO permits …');
+ *     await appendAuditEvents(tx, [decidedEvent, issuedEvent], new Date(clock.now()));
+ *   });
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import { canonicalJson } from '../../shared/canonical-json.js';
+import type { Queryable } from '../store/db.js';
+import { GENESIS_HASH, type AuditEvent, type AuditPayload, type NewAuditEvent } from './types.js';
+
+/**
+ * hex(SHA-256(previous_hash_hex + canonicalJSON(payload))): the one definition, shared by the
+ * append and the offline verifier.
+ */
+export function computeEventHash(previousHash: string, payload: unknown): string {
+  return hashCanonical(previousHash, canonicalJson(payload));
+}
+
+function hashCanonical(previousHash: string, canonicalPayload: string): string {
+  return createHash('sha256').update(previousHash, 'utf8').update(canonicalPayload, 'utf8').digest('hex');
+}
+
+/**
+ * Thrown, before anything is written, for details the chain cannot hold: values without a JSON
+ * form (NaN, BigInt, lone surrogates) and the NUL character, which Postgres text cannot store.
+ * Lets a caller tell "this input cannot be recorded" (its 400) from "the log is down" (503).
+ */
+export class AuditPayloadError extends Error {
+  readonly code = 'AUDIT_PAYLOAD_INVALID';
+}
+
+// An escaped NUL in JSON text: \u0000 preceded by an even number of backslashes.
+const ESCAPED_NUL = /(?<!\\)(?:\\\\)*\\u0000/;
+
+function canonicalPayload(payload: AuditPayload): string {
+  let text: string;
+  try {
+    text = canonicalJson(payload);
+  } catch (error) {
+    throw new AuditPayloadError(`audit event details have no canonical JSON form: ${(error as Error).message}`, { cause: error });
+  }
+  if (text.includes('\\u0000') && ESCAPED_NUL.test(text)) {
+    throw new AuditPayloadError('audit event details contain a NUL character, which cannot be stored');
+  }
+  return text;
+}
+
+/** Thrown when the events of one call belong to different organizations (a programming error). */
+export class MixedOrganizationsError extends Error {
+  readonly code = 'AUDIT_MIXED_ORGANIZATIONS';
+}
+
+interface HeadRow {
+  sequence: number;
+  head_hash: string;
+}
+
+const LOCK_HEAD = 'SELECT sequence, head_hash FROM audit_chain_heads WHERE org_id = $1 FOR UPDATE';
+
+async function lockHead(tx: Queryable, orgId: string): Promise<HeadRow> {
+  const [head] = await tx.query<HeadRow>(LOCK_HEAD, [orgId]);
+  if (head) return head;
+  // First event of this organization. Two first appends can race here: ON CONFLICT makes the
+  // loser wait for the winner's row instead of failing, and the next statement's fresh snapshot
+  // (READ COMMITTED) then sees and locks it.
+  await tx.query(
+    'INSERT INTO audit_chain_heads (org_id, sequence, head_hash) VALUES ($1, 0, $2) ON CONFLICT (org_id) DO NOTHING',
+    [orgId, GENESIS_HASH],
+  );
+  const [created] = await tx.query<HeadRow>(LOCK_HEAD, [orgId]);
+  if (!created) throw new Error(`audit chain head of organization ${orgId} could not be created`);
+  return created;
+}
+
+/** Insert statements stay well below Postgres's 65,535 bind parameters. */
+const ROWS_PER_INSERT = 500;
+const COLUMNS_PER_ROW = 14;
+
+function insertSql(rows: number, headUpdate: boolean): string {
+  const values: string[] = [];
+  for (let row = 0; row < rows; row += 1) {
+    const p = (column: number): string => `$${row * COLUMNS_PER_ROW + column}`;
+    values.push(
+      `(${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)}, ${p(7)}, ${p(8)}, ${p(9)}, ${p(10)}::jsonb, ${p(11)}, ${p(12)}, ${p(13)}, ${p(14)})`,
+    );
+  }
+  const insert =
+    'INSERT INTO audit_events (id, org_id, sequence, type, decision, actor_id, resource_type, resource_id, request_id, ' +
+    `payload, hash, previous_hash, occurred_at, created_at) VALUES ${values.join(', ')}`;
+  if (!headUpdate) return insert;
+  // One statement for the last rows and the head: a writable CTE runs even when unreferenced.
+  const base = rows * COLUMNS_PER_ROW;
+  return `WITH appended AS (${insert} RETURNING 1)
+    UPDATE audit_chain_heads SET sequence = $${base + 1}, head_hash = $${base + 2} WHERE org_id = $${base + 3}`;
+}
+
+function toPayload(event: NewAuditEvent, id: string, sequence: number, recordedAt: string): AuditPayload {
+  return {
+    id,
+    org_id: event.orgId,
+    sequence,
+    type: event.type,
+    actor_id: event.actorId,
+    decision: event.decision,
+    resource_type: event.resourceType,
+    resource_id: event.resourceId,
+    request_id: event.requestId,
+    credential: event.credential,
+    occurred_at: event.occurredAt.toISOString(),
+    recorded_at: recordedAt,
+    details: event.details,
+  };
+}
+
+/**
+ * Appends `events` to their organization's chain with consecutive sequences, under one lock of
+ * the head. Call it inside the transaction of the change the events record: if it throws, that
+ * transaction must fail too (its caller answers 503 audit_unavailable).
+ */
+export async function appendAuditEvents(tx: Queryable, events: readonly NewAuditEvent[], recordedAt: Date): Promise<AuditEvent[]> {
+  const first = events[0];
+  if (first === undefined) return [];
+  const orgId = first.orgId;
+  if (events.some((event) => event.orgId !== orgId)) {
+    throw new MixedOrganizationsError('one appendAuditEvents call appends to one organization chain');
+  }
+  const recordedIso = recordedAt.toISOString();
+  const head = await lockHead(tx, orgId);
+
+  let previousHash = head.head_hash;
+  let sequence = head.sequence;
+  const appended: AuditEvent[] = [];
+  const params: unknown[][] = [];
+  for (const event of events) {
+    sequence += 1;
+    const id = randomUUID();
+    const payload = toPayload(event, id, sequence, recordedIso);
+    // Stored as the very text that was hashed, so what the database holds is what was chained.
+    const text = canonicalPayload(payload);
+    const hash = hashCanonical(previousHash, text);
+    params.push([
+      id,
+      orgId,
+      sequence,
+      event.type,
+      event.decision,
+      event.actorId,
+      event.resourceType,
+      event.resourceId,
+      event.requestId,
+      text,
+      hash,
+      previousHash,
+      event.occurredAt,
+      recordedAt,
+    ]);
+    appended.push({
+      id,
+      orgId,
+      sequence,
+      type: event.type,
+      decision: event.decision,
+      actorId: event.actorId,
+      resourceType: event.resourceType,
+      resourceId: event.resourceId,
+      // What was hashed and stored, not the caller's objects (a Date or an undefined in details
+      // has already become its JSON form): webhooks and responses carry exactly the chained facts.
+      payload: JSON.parse(text) as AuditPayload,
+      hash,
+      previousHash,
+      occurredAt: event.occurredAt,
+      createdAt: recordedAt,
+    });
+    previousHash = hash;
+  }
+
+  for (let start = 0; start < params.length; start += ROWS_PER_INSERT) {
+    const chunk = params.slice(start, start + ROWS_PER_INSERT);
+    const last = start + ROWS_PER_INSERT >= params.length;
+    const values = chunk.flat();
+    if (last) values.push(sequence, previousHash, orgId);
+    await tx.query(insertSql(chunk.length, last), values);
+  }
+  return appended;
+}
+
+/** Appends one event; see `appendAuditEvents`. */
+export async function appendAuditEvent(tx: Queryable, event: NewAuditEvent, recordedAt: Date): Promise<AuditEvent> {
+  const [appended] = await appendAuditEvents(tx, [event], recordedAt);
+  return appended as AuditEvent;
+}

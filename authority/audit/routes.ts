@@ -1,0 +1,94 @@
+/**
+ * The audit log over HTTP, all with permission `audit:read` and always confined to the caller's
+ * organization:
+ *
+ *   GET  /v1/audit/events    (and the SDK's /v1-audit/events)   cursor pages of events
+ *   POST /v1/audit/exports   (and the SDK's /v1-audit/exports)  a signed bundle of a sequence range
+ *   GET  /v1/audit/keys                                          the public keys that verify bundles
+ *
+ * @example
+ *   auditRoutes(app, { db, keys: auditKeysFrom(signingKeys), clock });
+ *   // GET /v1/audit/events?type=permit.issued&limit=100  →  {events, next_cursor, total}
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { CountersignError } from '../../shared/errors.js';
+import { AuditBundle, AuditEventsQuery, AuditEventsResponse, AuditExportRequest, AuditKeysResponse } from '../../shared/wire/audit.js';
+import type { Principal } from '../auth/principal.js';
+import type { Db } from '../store/db.js';
+import type { Clock } from '../time.js';
+import { auditEventToWire, listAuditEvents, parseAuditCursor } from './events.js';
+import { auditBundleJson, exportAuditBundle } from './export.js';
+import type { AuditKeys } from './types.js';
+
+export interface AuditRouteDeps {
+  db: Db;
+  keys: AuditKeys;
+  clock: Clock;
+}
+
+/**
+ * `POST …/exports` with no body at all means "the whole chain". fastify refuses an empty body
+ * declared as JSON before any schema runs, so such a request is treated as one without a body
+ * (which fastify hands over as null).
+ */
+async function emptyBodyIsNoBody(request: FastifyRequest): Promise<void> {
+  const length = request.headers['content-length'];
+  const noBody = length === '0' || (length === undefined && request.headers['transfer-encoding'] === undefined);
+  if (noBody) delete request.headers['content-type'];
+}
+
+export function auditRoutes(app: FastifyInstance, { db, keys, clock }: AuditRouteDeps): void {
+  const routes = app.withTypeProvider<ZodTypeProvider>();
+
+  const listSchema = { querystring: AuditEventsQuery, response: { 200: AuditEventsResponse } };
+  for (const url of ['/v1/audit/events', '/v1-audit/events']) {
+    routes.get(url, { config: { access: 'audit:read' }, schema: listSchema }, async (request) => {
+      const principal = request.principal as Principal;
+      const query = request.query;
+      const from = query.from === undefined ? undefined : new Date(query.from);
+      const to = query.to === undefined ? undefined : new Date(query.to);
+      if (from !== undefined && to !== undefined && to <= from) {
+        throw new CountersignError('invalid_request', '"to" must be later than "from"', {
+          details: [{ path: 'query.to', message: 'must be later than from' }],
+        });
+      }
+      const types = [...(query.type ?? []), ...(query.types ?? [])];
+      const page = await listAuditEvents(db, principal.org.id, {
+        types: types.length > 0 ? [...new Set(types)] : undefined,
+        actorId: query.actor_id,
+        requestId: query.request_id,
+        resourceId: query.resource_id,
+        from,
+        to,
+        afterSequence: query.cursor === undefined ? undefined : parseAuditCursor(query.cursor),
+        limit: query.limit,
+      });
+      return { events: page.events.map(auditEventToWire), next_cursor: page.nextCursor, total: page.total };
+    });
+  }
+
+  const exportSchema = { body: AuditExportRequest.nullish(), response: { 200: AuditBundle } };
+  for (const url of ['/v1/audit/exports', '/v1-audit/exports']) {
+    routes.post(url, { config: { access: 'audit:read' }, schema: exportSchema, onRequest: emptyBodyIsNoBody }, async (request, reply) => {
+      const principal = request.principal as Principal;
+      const range = request.body ?? {};
+      const signer = await keys.signer();
+      const bundle = await exportAuditBundle(
+        db,
+        principal.org.id,
+        signer,
+        { fromSequence: range.from_sequence, toSequence: range.to_sequence },
+        clock,
+      );
+      request.log.info({ export_id: bundle.export_id, event_count: bundle.event_count }, 'audit bundle exported');
+      // Sent as text: a JSON string with a JSON content type passes fastify's serializer
+      // untouched, so the bytes are exactly those the signature covers (the schema documents it).
+      return reply.type('application/json; charset=utf-8').send(auditBundleJson(bundle) as unknown as AuditBundle);
+    });
+  }
+
+  routes.get('/v1/audit/keys', { config: { access: 'audit:read' }, schema: { response: { 200: AuditKeysResponse } } }, async () => ({
+    keys: await keys.publicKeys(),
+  }));
+}

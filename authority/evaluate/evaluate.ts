@@ -1,0 +1,263 @@
+/**
+ * Evaluate: one exact action → one decision, and on a live allow a permit bound to that action.
+ * The evaluation row, the permit row and their audit events commit in one transaction before the
+ * answer leaves; if the audit append fails, nothing is stored and the caller gets 503
+ * `audit_unavailable` (the signed token is discarded, so no permit exists anywhere).
+ *
+ * @example
+ *   const response = await evaluateAction(deps, principal, request, httpRequestId);
+ *   response.decision; // 'allow'
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import { canonicalJson } from '../../shared/canonical-json.js';
+import { CountersignError } from '../../shared/errors.js';
+import { BindingFactError, bindingHash, boundFacts, type BindingInput } from '../../shared/permits/binding.js';
+import { newPermitId } from '../../shared/permits/claims.js';
+import type { EvaluateResponse, EvaluateWireRequest } from '../../shared/wire/evaluate.js';
+import { AuditPayloadError, appendAuditEvents } from '../audit/chain.js';
+import type { NewAuditEvent } from '../audit/types.js';
+import type { Principal } from '../auth/principal.js';
+import type { AuthorityConfig } from '../config.js';
+import type { AuthorityMetrics } from '../metrics.js';
+import { buildPermitClaims, signPermit } from '../permits/sign.js';
+import { insertPermit } from '../permits/permits.js';
+import type { PolicyDecision } from '../policy/types.js';
+import type { PolicyVersions } from '../policy/versions.js';
+import type { SigningKeys } from '../signing/keys.js';
+import type { Db } from '../store/db.js';
+import type { Clock } from '../time.js';
+import { checkApprovals, openHumanApproval, type ApprovalStatus } from './approvals.js';
+import { buildEvaluateResponse } from './response.js';
+
+export interface EvaluateDeps {
+  db: Db;
+  clock: Clock;
+  policies: PolicyVersions;
+  keys: SigningKeys;
+  config: AuthorityConfig;
+  metrics: AuthorityMetrics;
+}
+
+class DuplicateRequestId extends Error {}
+
+/** boundFacts, with a fact that has no canonical form reported as the caller's 400. */
+function bind(request: BindingInput, extraKeys: readonly string[]): { facts: Record<string, unknown>; keys: string[] } {
+  try {
+    return boundFacts(request, extraKeys);
+  } catch (error) {
+    if (!(error instanceof BindingFactError)) throw error;
+    const path = error.fact === 'action_type' || error.fact === 'actor_id' ? error.fact : `context.${error.fact}`;
+    throw new CountersignError('invalid_request', 'a fact of the action cannot be bound into a permit', { details: [{ path, message: error.message }] });
+  }
+}
+
+/** What an organization without a policy gets: nothing is authorized. */
+function noPolicyDecision(): PolicyDecision {
+  return {
+    decision: 'deny',
+    reasonCodes: ['NO_POLICY'],
+    actionClass: null,
+    matchedRules: [],
+    mode: 'live',
+    permit: { required: true, lifetimeSeconds: 60, bind: [] },
+    risk: { score: 1, base: 1, factors: [], band: 'critical' },
+    remediation: [{ code: 'LOAD_POLICY', message: 'This organization has no policy yet: PUT /v1/policies.' }],
+    escalation: null,
+    hold: null,
+    explanation: null,
+  };
+}
+
+function fingerprint(request: EvaluateWireRequest): string {
+  const { action_type, actor_id, context, shadow } = request;
+  return createHash('sha256').update(canonicalJson({ action_type, actor_id, context, shadow: shadow === true })).digest('hex');
+}
+
+export async function evaluateAction(
+  deps: EvaluateDeps,
+  principal: Principal,
+  request: EvaluateWireRequest,
+  httpRequestId: string,
+): Promise<EvaluateResponse> {
+  const started = process.hrtime.bigint();
+  const org = principal.org;
+  const requestId = request.request_id ?? httpRequestId;
+  const nowMs = deps.clock.now();
+  const now = new Date(nowMs);
+
+  const { facts, keys: boundKeys } = bind(request, []);
+  const policy = await deps.policies.current(org);
+  const approvalContext = { orgId: org.id, actorId: request.actor_id, bindingHash: bindingHash(org.id, facts) };
+  const approvals = await checkApprovals(null, approvalContext, request.context.approvals ?? []);
+  const decided = policy
+    ? policy.compiled.decide({
+        action_type: request.action_type,
+        actor_id: request.actor_id,
+        context: request.context,
+        approvals: approvals.accepted,
+        now,
+        explain: request.explain === true,
+      })
+    : noPolicyDecision();
+
+  // The class may bind extra context keys; the binding then covers them too.
+  const bound = decided.permit.bind.length > 0 ? bind(request, decided.permit.bind) : { facts, keys: boundKeys };
+  const binding = decided.permit.bind.length > 0 ? bindingHash(org.id, bound.facts) : approvalContext.bindingHash;
+  const mode = request.shadow === true ? 'shadow' : decided.mode;
+  const issuesPermit = decided.decision === 'allow' && decided.permit.required && mode === 'live';
+
+  const evaluationId = randomUUID();
+  let permit: { id: string; token: string; kid: string; expiresAt: Date } | null = null;
+  if (issuesPermit) {
+    const signing = await deps.keys.active('permit');
+    const claims = buildPermitClaims({
+      issuer: deps.config.permits.issuer,
+      audience: deps.config.permits.audience,
+      org: org.id,
+      jti: newPermitId(),
+      requestId,
+      facts: bound.facts,
+      keys: bound.keys,
+      policyVersion: policy?.version ?? 0,
+      approvals: approvals.accepted.map((approval) => approval.id),
+      nowMs,
+      lifetimeSeconds: decided.permit.lifetimeSeconds,
+    });
+    permit = { id: claims.jti, token: await signPermit(claims, signing), kid: signing.kid, expiresAt: new Date(claims.exp * 1000) };
+  }
+
+  let response: EvaluateResponse;
+  try {
+    response = await deps.db.transaction(async (tx) => {
+      // Approvals bind to the standard facts' hash: the one a fresh evaluation can check before it knows the class.
+      const opened = await openHumanApproval(tx, approvalContext, decided);
+      const answer = buildEvaluateResponse({
+        decided,
+        mode,
+        requestId,
+        evaluationId,
+        permit,
+        policy,
+        bindingHash: binding,
+        boundKeys: bound.keys,
+        approvals: approvals.statuses,
+        opened,
+        now,
+      });
+      const inserted = await tx.query(
+        `INSERT INTO evaluations (id, org_id, request_id, request_fingerprint, action_type, actor_id, decision, mode,
+           risk_score, binding_hash, policy_version, response, credential, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+         ON CONFLICT (org_id, request_id) DO NOTHING RETURNING id`,
+        [
+          evaluationId, org.id, requestId, fingerprint(request), request.action_type, request.actor_id, decided.decision, mode,
+          decided.risk.score, binding, policy?.version ?? null, answer, principal.credential, now,
+        ],
+      );
+      if (inserted.length === 0) throw new DuplicateRequestId();
+      if (permit) {
+        await insertPermit(tx, {
+          id: permit.id, orgId: org.id, evaluationId, requestId, actionType: request.action_type, actorId: request.actor_id,
+          bindingHash: binding, boundFacts: bound.facts, kid: permit.kid, issuedAt: now, expiresAt: permit.expiresAt,
+        });
+      }
+      try {
+        await appendAuditEvents(tx, auditEventsFor(principal, request, requestId, evaluationId, decided, mode, binding, bound.keys, approvals.statuses, permit, now), now);
+      } catch (error) {
+        // Facts that no record can hold (a NUL character, say) are the caller's to fix.
+        if (error instanceof AuditPayloadError) throw new CountersignError('invalid_request', `the action's facts cannot be recorded: ${error.message}`, { cause: error });
+        deps.metrics.auditAppendFailures.inc({ operation: 'evaluate' });
+        throw new CountersignError('audit_unavailable', undefined, { cause: error });
+      }
+      return answer;
+    });
+  } catch (error) {
+    if (error instanceof DuplicateRequestId) return repeatOf(deps.db, org.id, requestId, fingerprint(request));
+    if (error instanceof CountersignError) throw error;
+    // Whatever failed, the decision was not recorded, so it does not exist: fail closed.
+    deps.metrics.auditAppendFailures.inc({ operation: 'evaluate' });
+    throw new CountersignError('audit_unavailable', undefined, { cause: error });
+  }
+
+  deps.metrics.evaluations.inc({ decision: response.decision, mode });
+  deps.metrics.evaluateDuration.observe({ decision: response.decision }, Number(process.hrtime.bigint() - started) / 1e9);
+  if (permit) deps.metrics.permitsIssued.inc();
+  if (request.explain === true && decided.explanation) {
+    // The trace is for this caller only; the stored response (for repeats) does not carry it.
+    return { ...response, decisionObject: { ...response.decisionObject, explanation: decided.explanation } };
+  }
+  return response;
+}
+
+/** A repeated request_id: the original answer when the request is the same, else 409. */
+async function repeatOf(db: Db, orgId: string, requestId: string, print: string): Promise<EvaluateResponse> {
+  const rows = await db.query<{ response: EvaluateResponse; request_fingerprint: string }>(
+    'SELECT response, request_fingerprint FROM evaluations WHERE org_id = $1 AND request_id = $2',
+    [orgId, requestId],
+  );
+  const row = rows[0];
+  if (!row) throw new CountersignError('conflict', 'a concurrent evaluation with this request_id did not complete; retry');
+  if (row.request_fingerprint !== print) {
+    throw new CountersignError('conflict', 'request_id was already used for a different request');
+  }
+  return row.response;
+}
+
+function auditEventsFor(
+  principal: Principal,
+  request: EvaluateWireRequest,
+  requestId: string,
+  evaluationId: string,
+  decided: PolicyDecision,
+  mode: 'live' | 'shadow',
+  binding: string,
+  boundKeys: string[],
+  approvals: ApprovalStatus[],
+  permit: { id: string; kid: string; expiresAt: Date } | null,
+  now: Date,
+): NewAuditEvent[] {
+  const common = { orgId: principal.org.id, requestId, credential: principal.credential, occurredAt: now };
+  const events: NewAuditEvent[] = [
+    {
+      ...common,
+      type: 'evaluation.decided',
+      actorId: request.actor_id,
+      decision: decided.decision,
+      resourceType: 'evaluation',
+      resourceId: evaluationId,
+      details: {
+        action_type: request.action_type,
+        actor_id: request.actor_id,
+        context: request.context,
+        mode,
+        reason_codes: decided.reasonCodes,
+        action_class: decided.actionClass,
+        matched_rules: decided.matchedRules,
+        risk_score: decided.risk.score,
+        binding_hash: binding,
+        bound_facts: boundKeys,
+        approvals,
+        permit_id: permit?.id ?? null,
+      },
+    },
+  ];
+  if (permit) {
+    events.push({
+      ...common,
+      type: 'permit.issued',
+      actorId: request.actor_id,
+      decision: 'allow',
+      resourceType: 'permit',
+      resourceId: permit.id,
+      details: {
+        evaluation_id: evaluationId,
+        action_type: request.action_type,
+        kid: permit.kid,
+        binding_hash: binding,
+        bound_facts: boundKeys,
+        expires_at: permit.expiresAt.toISOString(),
+      },
+    });
+  }
+  return events;
+}

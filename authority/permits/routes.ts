@@ -1,0 +1,120 @@
+/**
+ * `GET /v1/permits/:id`, `GET /v1/permits` (permits:read), `POST /v1/permits/:id/revoke`
+ * (permits:write), `GET /v1/permits/:id/proof` (permits:read or audit:read) and
+ * `GET /v1/permit-keys` (verify:execute: the JWKS gates verify with).
+ */
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { CountersignError } from '../../shared/errors.js';
+import type { SharedStore } from '../../shared/store/types.js';
+import { ListPermitsQuery, ListPermitsResponse, PermitIdParams, PermitResponse, RevokePermitRequest } from '../../shared/wire/permits.js';
+import { latestCheckpoint } from '../audit/checkpoints.js';
+import { auditEventToWire, listAuditEvents } from '../audit/events.js';
+import type { Principal } from '../auth/principal.js';
+import type { AuthorityMetrics } from '../metrics.js';
+import type { Db } from '../store/db.js';
+import type { Clock } from '../time.js';
+import type { PublishedKeyResolver } from './key-resolver.js';
+import { listPermits, permitToWire, requirePermit, revokePermit } from './permits.js';
+
+export interface PermitRouteDeps {
+  db: Db;
+  store: SharedStore;
+  clock: Clock;
+  metrics: AuthorityMetrics;
+  keyResolver: PublishedKeyResolver;
+}
+
+const encodeCursor = (issuedAt: Date, id: string) => Buffer.from(`${issuedAt.toISOString()}|${id}`).toString('base64url');
+
+function decodeCursor(cursor: string): { issuedAt: Date; id: string } {
+  const [iso, id] = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
+  const issuedAt = new Date(iso ?? '');
+  if (!id || Number.isNaN(issuedAt.getTime())) {
+    throw new CountersignError('invalid_request', 'cursor is not one this API returned', { details: [{ path: 'query.cursor', message: 'invalid cursor' }] });
+  }
+  return { issuedAt, id };
+}
+
+export function permitRoutes(app: FastifyInstance, deps: PermitRouteDeps): void {
+  const routes = app.withTypeProvider<ZodTypeProvider>();
+
+  routes.get(
+    '/v1/permit-keys',
+    { config: { access: 'verify:execute' }, schema: { response: { 200: z.object({ keys: z.array(z.record(z.string(), z.unknown())) }) } } },
+    async (_request, reply) => {
+      // Gates cache this; a rotated-in key is published long before it signs.
+      reply.header('cache-control', 'max-age=60');
+      return deps.keyResolver.jwks();
+    },
+  );
+
+  routes.get(
+    '/v1/permits',
+    { config: { access: 'permits:read' }, schema: { querystring: ListPermitsQuery, response: { 200: ListPermitsResponse } } },
+    async (request) => {
+      const principal = request.principal as Principal;
+      const query = request.query;
+      const { permits, total } = await listPermits(
+        deps.db,
+        principal.org.id,
+        {
+          status: query.status,
+          actorId: query.actor_id,
+          actionType: query.action_type,
+          before: query.cursor === undefined ? undefined : decodeCursor(query.cursor),
+          limit: query.limit,
+        },
+        deps.clock,
+      );
+      const last = permits.at(-1);
+      return {
+        permits: permits.map(permitToWire),
+        total,
+        next_cursor: last && permits.length === query.limit ? encodeCursor(last.issuedAt, last.id) : null,
+      };
+    },
+  );
+
+  routes.get(
+    '/v1/permits/:id',
+    { config: { access: 'permits:read' }, schema: { params: PermitIdParams, response: { 200: PermitResponse } } },
+    async (request) => {
+      const principal = request.principal as Principal;
+      return { permit: permitToWire(await requirePermit(deps.db, principal.org.id, request.params.id, deps.clock)) };
+    },
+  );
+
+  routes.post(
+    '/v1/permits/:id/revoke',
+    { config: { access: 'permits:write' }, schema: { params: PermitIdParams, body: RevokePermitRequest.optional(), response: { 200: PermitResponse } } },
+    async (request) => {
+      const principal = request.principal as Principal;
+      const permit = await revokePermit(deps, principal, request.params.id, request.body?.reason ?? null, request.id);
+      deps.metrics.permitsRevoked.inc();
+      request.log.info({ permit_id: permit.id }, 'permit revoked');
+      return { permit: permitToWire(permit) };
+    },
+  );
+
+  routes.get(
+    '/v1/permits/:id/proof',
+    { config: { access: ['permits:read', 'audit:read'] }, schema: { params: PermitIdParams } },
+    async (request) => {
+      const principal = request.principal as Principal;
+      const permit = await requirePermit(deps.db, principal.org.id, request.params.id, deps.clock);
+      const [ofPermit, ofEvaluation] = await Promise.all([
+        listAuditEvents(deps.db, principal.org.id, { resourceId: permit.id, limit: 500 }),
+        listAuditEvents(deps.db, principal.org.id, { resourceId: permit.evaluationId, limit: 10 }),
+      ]);
+      const events = [...ofEvaluation.events, ...ofPermit.events].sort((a, b) => a.sequence - b.sequence);
+      const checkpoint = await latestCheckpoint(deps.db, principal.org.id);
+      return {
+        permit: permitToWire(permit),
+        events: events.map(auditEventToWire),
+        checkpoint,
+      };
+    },
+  );
+}

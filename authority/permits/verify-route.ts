@@ -1,0 +1,116 @@
+/**
+ * `POST /v1-verify-permit` (and `/functions/v1/v1-verify-permit`), scope `verify:execute`: the
+ * shared verification core with the shared store for consume-once. Always HTTP 200 for a verdict;
+ * every verification, accepted or refused, becomes an audit event (permit.verified /
+ * permit.rejected) before the answer leaves.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { CountersignError } from '../../shared/errors.js';
+import { verifyPermit, type VerifyOutcome } from '../../shared/permits/verify.js';
+import type { SharedStore } from '../../shared/store/types.js';
+import { VerifyPermitRequest, VerifyPermitResponse } from '../../shared/wire/permits.js';
+import { appendAuditEvent } from '../audit/chain.js';
+import type { Principal } from '../auth/principal.js';
+import type { AuthorityConfig } from '../config.js';
+import { VERIFY_LIMIT } from '../http/route-access.js';
+import type { AuthorityMetrics } from '../metrics.js';
+import type { Db } from '../store/db.js';
+import type { Clock } from '../time.js';
+import type { PublishedKeyResolver } from './key-resolver.js';
+import { getPermit, markConsumed } from './permits.js';
+
+export interface VerifyRouteDeps {
+  db: Db;
+  store: SharedStore;
+  clock: Clock;
+  config: AuthorityConfig;
+  metrics: AuthorityMetrics;
+  keyResolver: PublishedKeyResolver;
+}
+
+/** The facts a caller gives, in the names the binding uses. */
+function factsFrom(body: VerifyPermitRequest): Record<string, unknown> {
+  return { ...(body.context ?? {}), ...(body.action_type ? { action_type: body.action_type } : {}), ...(body.actor_id ? { actor_id: body.actor_id } : {}) };
+}
+
+export function verifyRoutes(app: FastifyInstance, deps: VerifyRouteDeps): void {
+  const routes = app.withTypeProvider<ZodTypeProvider>();
+  const handler = async (request: { body: VerifyPermitRequest; principal: Principal | null; id: string }) => {
+    const principal = request.principal as Principal;
+    const body = request.body;
+    const now = new Date(deps.clock.now());
+    const outcome: VerifyOutcome = await verifyPermit({
+      token: body.permit_token === '' ? undefined : body.permit_token,
+      keys: deps.keyResolver,
+      issuer: deps.config.permits.issuer,
+      audience: deps.config.permits.audience,
+      orgId: principal.org.id,
+      nowMs: now.getTime(),
+      binding: body.context ? { kind: 'full', facts: factsFrom(body) } : { kind: 'partial', actionType: body.action_type, actorId: body.actor_id },
+      permitExists: async (claims) => (await getPermit(deps.db, principal.org.id, claims.jti, deps.clock)) !== null,
+      store: deps.store,
+    });
+
+    const claims = outcome.claims;
+    try {
+      await deps.db.transaction(async (tx) => {
+        if (outcome.valid && outcome.consumed) await markConsumed(tx, principal.org.id, outcome.claims.jti, now);
+        await appendAuditEvent(
+          tx,
+          {
+            orgId: principal.org.id,
+            type: outcome.valid ? 'permit.verified' : 'permit.rejected',
+            actorId: claims?.sub ?? null,
+            decision: outcome.valid ? 'allow' : 'deny',
+            resourceType: 'permit',
+            resourceId: claims?.jti ?? null,
+            requestId: request.id,
+            credential: principal.credential,
+            occurredAt: now,
+            details: {
+              gate: 'verify-permit',
+              verify_error_code: outcome.valid ? null : outcome.code,
+              reason: outcome.valid ? 'verified' : outcome.reason,
+              binding: outcome.valid ? outcome.binding : null,
+              consumed: outcome.valid && outcome.consumed,
+              action_type: claims?.act ?? body.action_type ?? null,
+              permit_request_id: claims?.rid ?? null,
+            },
+          },
+          now,
+        );
+      });
+    } catch (error) {
+      deps.metrics.auditAppendFailures.inc({ operation: 'verify' });
+      // Unrecorded means unverified: the caller must not proceed.
+      throw new CountersignError('audit_unavailable', 'the verification could not be recorded; do not proceed', { cause: error });
+    }
+
+    deps.metrics.verifications.inc({ result: outcome.valid ? 'verified' : 'rejected', reason: outcome.valid ? 'OK' : outcome.code });
+    return {
+      valid: outcome.valid,
+      outcome: outcome.valid ? ('allow' as const) : ('deny' as const),
+      verification_status: outcome.valid ? ('verified' as const) : ('rejected' as const),
+      ...(outcome.valid ? {} : { verify_error_code: outcome.code }),
+      reason: outcome.valid ? 'permit verified' : outcome.reason,
+      decision: outcome.valid ? ('allow' as const) : ('deny' as const),
+      consumed: outcome.valid && outcome.consumed,
+      permit_id: claims?.jti ?? null,
+      request_id: claims?.rid ?? null,
+      binding: outcome.valid ? outcome.binding : null,
+      verified_at: now.toISOString(),
+    };
+  };
+
+  for (const url of ['/v1-verify-permit', '/functions/v1/v1-verify-permit']) {
+    routes.post(
+      url,
+      {
+        config: { access: 'verify:execute', rateLimit: VERIFY_LIMIT },
+        schema: { body: VerifyPermitRequest, response: { 200: VerifyPermitResponse } },
+      },
+      handler,
+    );
+  }
+}

@@ -1,0 +1,338 @@
+/**
+ * The one permit verification core. The proxy (before forwarding) and the authority's
+ * `POST /v1-verify-permit` both call `verifyPermit`, so a permit is checked by the same code in
+ * the same order everywhere:
+ *
+ *   missing → parse → alg/typ/kid → key by kid → signature → claims → iss/aud → org → exists
+ *   → nbf/exp → binding → revocation → consume (with the verification record)
+ *
+ * Each refusal has a stable code (`VERIFY_ERROR_CODES`); reasons are for humans only. It never
+ * throws and never answers valid when something could not be established: a failing store, key
+ * resolver or lookup yields `INTERNAL_ERROR` with `unavailable: true` (the proxy answers 503,
+ * verify-permit answers INTERNAL_ERROR). Tokens are never logged or echoed.
+ *
+ * @example
+ *   const outcome = await verifyPermit({
+ *     token: req.headers['x-service-permit'],
+ *     keys: staticKeyResolver(jwks),
+ *     issuer: 'https://authority.example',
+ *     audience: DEFAULT_PERMIT_AUDIENCE,
+ *     orgId: 'org_1',
+ *     nowMs: Date.now(),
+ *     binding: { kind: 'full', facts: { action_type: 'deploy.production', actor_id: 'ci', environment: 'prod' } },
+ *     store,
+ *     record: (claims) => ({ stream: verificationStream(claims.org), fields: { permit_id: claims.jti } }),
+ *   });
+ *   if (!outcome.valid) refuse(outcome.code, outcome.reason);
+ */
+import { KeyObject } from 'node:crypto';
+import { compactVerify, importJWK } from 'jose';
+import type { CryptoKey, JWK } from 'jose';
+import type { RecordAppend, SharedStore } from '../store/types.js';
+import {
+  BindingFactError,
+  OPTIONAL_STANDARD_FACTS,
+  bindingHash,
+  bindingHashesEqual,
+  factOf,
+} from './binding.js';
+import { PERMIT_ALG, PERMIT_LEEWAY_SECONDS, PERMIT_TYP, PermitClaims } from './claims.js';
+import { permitStoreKey } from './store-keys.js';
+
+export const VERIFY_ERROR_CODES = [
+  'MISSING_PERMIT',
+  'PERMIT_INVALID',
+  'PERMIT_NOT_FOUND',
+  'PERMIT_EXPIRED',
+  'PERMIT_NOT_YET_VALID',
+  'PERMIT_REVOKED',
+  'PERMIT_ALREADY_USED',
+  'ACTION_TYPE_MISMATCH',
+  'ACTOR_MISMATCH',
+  'BINDING_MISMATCH',
+  'ORG_MISMATCH',
+  'INTERNAL_ERROR',
+] as const;
+
+export type VerifyErrorCode = (typeof VERIFY_ERROR_CODES)[number];
+
+export type PermitVerificationKey = CryptoKey | KeyObject | Uint8Array;
+
+/**
+ * Finds the public key for a `kid`. On an unknown kid the resolver refreshes its key set itself
+ * (with a cooldown, so forged kids cannot hammer the authority); null means still unknown. A
+ * rejection means the keys could not be obtained at all and fails closed as INTERNAL_ERROR.
+ */
+export interface PermitKeyResolver {
+  resolve(kid: string): Promise<PermitVerificationKey | null>;
+}
+
+export type PermitBinding =
+  /** The gate derived the action's facts: the binding hash is recomputed. */
+  | { kind: 'full'; facts: Record<string, unknown> }
+  /** Only the action type and actor are known; empty strings mean "not given". */
+  | { kind: 'partial'; actionType?: string; actorId?: string };
+
+export interface VerifyPermitOptions {
+  token: string | undefined;
+  keys: PermitKeyResolver;
+  /** The authority's issuer (`iss`). */
+  issuer: string;
+  /** This gate's audience (`aud`), default DEFAULT_PERMIT_AUDIENCE. */
+  audience: string;
+  /** The organization this gate serves. */
+  orgId: string;
+  nowMs: number;
+  /** Default PERMIT_LEEWAY_SECONDS. */
+  leewaySeconds?: number;
+  binding: PermitBinding;
+  /** Whether the authority knows this permit (verify-permit looks it up; the proxy cannot). */
+  permitExists?: (claims: PermitClaims) => Promise<boolean>;
+  store: SharedStore;
+  /** The verification record appended atomically with consumption (success only). */
+  record?: (claims: PermitClaims) => RecordAppend;
+}
+
+export type VerifyOutcome =
+  | { valid: true; claims: PermitClaims; binding: 'full' | 'partial'; consumed: boolean }
+  | {
+      valid: false;
+      code: VerifyErrorCode;
+      reason: string;
+      /** Set once the signature was verified and the claims parsed. */
+      claims: PermitClaims | null;
+      /** Verification could not be established (store, keys or lookup failed): fail closed. */
+      unavailable?: true;
+    };
+
+/** Far above any real permit; refuses oversized input before any decoding. */
+const MAX_TOKEN_LENGTH = 16 * 1024;
+const MAX_KID_LENGTH = 256;
+const BASE64URL = /^[A-Za-z0-9_-]+$/;
+
+export async function verifyPermit(options: VerifyPermitOptions): Promise<VerifyOutcome> {
+  try {
+    return await verify(options);
+  } catch {
+    // A bug or a bad option must not turn into an exception a caller might not fail closed on.
+    return internal('the permit could not be verified because of an internal error', null);
+  }
+}
+
+async function verify(options: VerifyPermitOptions): Promise<VerifyOutcome> {
+  const { token } = options;
+  if (token === undefined || token === '') return refuse('MISSING_PERMIT', 'no permit was presented', null);
+  const leewayMs = leewayOf(options) * 1000;
+  if (!Number.isFinite(options.nowMs)) throw new RangeError('nowMs must be finite');
+
+  // Parse: exactly three base64url parts and a JSON object header.
+  if (typeof token !== 'string') return refuse('PERMIT_INVALID', 'the permit is not a string', null);
+  if (token.length > MAX_TOKEN_LENGTH) return refuse('PERMIT_INVALID', 'the permit is too long', null);
+  const parts = token.split('.');
+  if (parts.length !== 3 || !parts.every((part) => BASE64URL.test(part))) {
+    return refuse('PERMIT_INVALID', 'the permit is not a compact JWS', null);
+  }
+  const header = decodeJsonObject(parts[0]!);
+  if (!header) return refuse('PERMIT_INVALID', 'the permit header cannot be decoded', null);
+
+  // Algorithm and type: only EdDSA permits, never `none`, HMAC or another token type.
+  if (header['alg'] !== PERMIT_ALG) return refuse('PERMIT_INVALID', 'the permit is not signed with EdDSA', null);
+  if (header['typ'] !== PERMIT_TYP) return refuse('PERMIT_INVALID', 'the token is not a permit', null);
+  if ('crit' in header) return refuse('PERMIT_INVALID', 'the permit header has critical extensions', null);
+  const kid = header['kid'];
+  if (typeof kid !== 'string' || kid.length === 0 || kid.length > MAX_KID_LENGTH) {
+    return refuse('PERMIT_INVALID', 'the permit header names no key', null);
+  }
+
+  let key: PermitVerificationKey | null;
+  try {
+    key = await options.keys.resolve(kid);
+  } catch {
+    return internal('the permit signing keys could not be obtained', null);
+  }
+  if (key === null) return refuse('PERMIT_INVALID', 'the permit was signed with an unknown key', null);
+  if (!isEd25519PublicKey(key)) return refuse('PERMIT_INVALID', 'the key for this permit is not an Ed25519 public key', null);
+
+  let payload: Uint8Array;
+  try {
+    ({ payload } = await compactVerify(token, key, { algorithms: [PERMIT_ALG] }));
+  } catch {
+    return refuse('PERMIT_INVALID', 'the permit signature is invalid', null);
+  }
+
+  const parsed = PermitClaims.safeParse(decodeJson(payload));
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = issue && issue.path.length > 0 ? ` (${issue.path.join('.')})` : '';
+    return refuse('PERMIT_INVALID', `the permit claims are invalid${where}`, null);
+  }
+  const claims = parsed.data;
+
+  if (claims.iss !== options.issuer) return refuse('PERMIT_INVALID', 'the permit was issued by another issuer', claims);
+  if (claims.aud !== options.audience) return refuse('PERMIT_INVALID', 'the permit is meant for another audience', claims);
+  if (claims.org !== options.orgId) return refuse('ORG_MISMATCH', 'the permit belongs to another organization', claims);
+
+  if (options.permitExists) {
+    let exists: boolean;
+    try {
+      exists = await options.permitExists(claims);
+    } catch {
+      return internal('the permit record could not be looked up', claims);
+    }
+    if (exists !== true) return refuse('PERMIT_NOT_FOUND', 'the authority has no record of this permit', claims);
+  }
+
+  if (claims.nbf * 1000 > options.nowMs + leewayMs) return refuse('PERMIT_NOT_YET_VALID', 'the permit is not valid yet', claims);
+  if (claims.exp * 1000 <= options.nowMs - leewayMs) return refuse('PERMIT_EXPIRED', 'the permit has expired', claims);
+
+  const bindingRefusal = checkBinding(claims, options.binding);
+  if (bindingRefusal) return bindingRefusal;
+
+  const storeKey = permitStoreKey(claims.org, claims.jti);
+  let revoked: boolean;
+  try {
+    revoked = await options.store.isRevoked(storeKey);
+  } catch {
+    return internal('the revocation state could not be read', claims);
+  }
+  if (revoked) return refuse('PERMIT_REVOKED', 'the permit has been revoked', claims);
+
+  let consumed = false;
+  if (claims.one) {
+    // The marker must outlive every moment a gate would still accept the permit.
+    const ttlMs = Math.max(1, claims.exp * 1000 + leewayMs - options.nowMs);
+    let first: boolean;
+    try {
+      const record = options.record?.(claims);
+      first = await options.store.consumeOnce(storeKey, ttlMs, record);
+    } catch {
+      return internal('the replay state could not be updated', claims);
+    }
+    if (!first) return refuse('PERMIT_ALREADY_USED', 'the permit has already been used', claims);
+    consumed = true;
+  }
+
+  return { valid: true, claims, binding: options.binding.kind, consumed };
+}
+
+/** Null when the binding holds, else the refusal. */
+function checkBinding(claims: PermitClaims, binding: PermitBinding): VerifyOutcome | null {
+  if (binding.kind === 'partial') {
+    if (binding.actionType && binding.actionType !== claims.act) {
+      return refuse('ACTION_TYPE_MISMATCH', 'the permit is for another action type', claims);
+    }
+    if (binding.actorId && binding.actorId !== claims.sub) {
+      return refuse('ACTOR_MISMATCH', 'the permit is for another actor', claims);
+    }
+    return null;
+  }
+
+  const facts = binding.facts;
+  const actionType = factOf(facts, 'action_type');
+  if (actionType === undefined) return refuse('BINDING_MISMATCH', 'the gate could not derive the bound fact action_type', claims);
+  if (actionType !== claims.act) return refuse('ACTION_TYPE_MISMATCH', 'the permit is for another action type', claims);
+  const actorId = factOf(facts, 'actor_id');
+  if (actorId === undefined) return refuse('BINDING_MISMATCH', 'the gate could not derive the bound fact actor_id', claims);
+  if (actorId !== claims.sub) return refuse('ACTOR_MISMATCH', 'the permit is for another actor', claims);
+
+  // Null prototype: a bound name such as "__proto__" must reach bindingHash (which refuses it)
+  // instead of silently changing the object's prototype.
+  const picked: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
+  for (const name of claims.bkeys) {
+    const value = factOf(facts, name);
+    if (value === undefined) return refuse('BINDING_MISMATCH', `the gate could not derive the bound fact ${name}`, claims);
+    picked[name] = value;
+  }
+  // A standard fact the request carries but the permit did not bind was absent when the action
+  // was authorized (say, no environment), so the permit does not cover this request.
+  for (const name of OPTIONAL_STANDARD_FACTS) {
+    if (factOf(facts, name) !== undefined && !claims.bkeys.includes(name)) {
+      return refuse('BINDING_MISMATCH', `the request carries ${name}, which the permit does not bind`, claims);
+    }
+  }
+
+  let expected: string;
+  try {
+    expected = bindingHash(claims.org, picked);
+  } catch (error) {
+    if (error instanceof BindingFactError) {
+      return refuse('BINDING_MISMATCH', `the bound fact ${error.fact} has no canonical form`, claims);
+    }
+    throw error;
+  }
+  if (!bindingHashesEqual(expected, claims.bnd)) {
+    return refuse('BINDING_MISMATCH', 'the request does not match the facts the permit is bound to', claims);
+  }
+  return null;
+}
+
+/**
+ * A resolver over a fixed JWKS (a file, or a set already fetched). Keys are imported once, on
+ * first use; keys that are not Ed25519 public signing keys, or have no `kid`, are ignored (only
+ * the public part `x` is imported, so a JWKS that leaks `d` is still used as public). When two
+ * keys share a kid, the first wins.
+ *
+ * @example
+ *   const keys = staticKeyResolver(JSON.parse(await readFile('permit-keys.json', 'utf8')));
+ *   await keys.resolve('2026-11'); // CryptoKey, or null
+ */
+export function staticKeyResolver(jwks: { keys: readonly JWK[] }): PermitKeyResolver {
+  let imported: Promise<Map<string, PermitVerificationKey>> | undefined;
+  return {
+    async resolve(kid: string) {
+      imported ??= importEd25519Keys(jwks.keys);
+      return (await imported).get(kid) ?? null;
+    },
+  };
+}
+
+async function importEd25519Keys(jwks: readonly JWK[]): Promise<Map<string, PermitVerificationKey>> {
+  const keys = new Map<string, PermitVerificationKey>();
+  for (const jwk of jwks) {
+    if (jwk.kty !== 'OKP' || jwk.crv !== 'Ed25519' || typeof jwk.x !== 'string') continue;
+    if (typeof jwk.kid !== 'string' || jwk.kid.length === 0 || keys.has(jwk.kid)) continue;
+    if (jwk.use !== undefined && jwk.use !== 'sig') continue;
+    if (jwk.alg !== undefined && jwk.alg !== PERMIT_ALG && jwk.alg !== 'Ed25519') continue;
+    try {
+      keys.set(jwk.kid, await importJWK({ kty: 'OKP', crv: 'Ed25519', x: jwk.x }, PERMIT_ALG));
+    } catch {
+      // A malformed key cannot verify anything; the others still can.
+    }
+  }
+  return keys;
+}
+
+function isEd25519PublicKey(key: PermitVerificationKey): boolean {
+  if (key instanceof KeyObject) return key.type === 'public' && key.asymmetricKeyType === 'ed25519';
+  if (key instanceof Uint8Array) return false;
+  const candidate = key as { type?: unknown; algorithm?: { name?: unknown } };
+  return candidate.type === 'public' && candidate.algorithm?.name === 'Ed25519';
+}
+
+function leewayOf(options: VerifyPermitOptions): number {
+  const leeway = options.leewaySeconds ?? PERMIT_LEEWAY_SECONDS;
+  if (!Number.isFinite(leeway) || leeway < 0) throw new RangeError('leewaySeconds must be a finite number >= 0');
+  return leeway;
+}
+
+function decodeJsonObject(part: string): Record<string, unknown> | null {
+  const value = decodeJson(Buffer.from(part, 'base64url'));
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
+}
+
+/** undefined when the bytes are not UTF-8 JSON. */
+function decodeJson(bytes: Uint8Array): unknown {
+  try {
+    return JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes)) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+function refuse(code: VerifyErrorCode, reason: string, claims: PermitClaims | null): VerifyOutcome {
+  return { valid: false, code, reason, claims };
+}
+
+function internal(reason: string, claims: PermitClaims | null): VerifyOutcome {
+  return { valid: false, code: 'INTERNAL_ERROR', reason, claims, unavailable: true };
+}

@@ -1,0 +1,155 @@
+/**
+ * The audit log on the wire: `GET /v1/audit/events` (and the SDK's `GET /v1-audit/events`),
+ * `POST /v1/audit/exports` (and `POST /v1-audit/exports`), `GET /v1/audit/keys`, and the shapes
+ * an offline verifier reads (export bundles, checkpoints).
+ *
+ * Field names are snake_case and events are wire-identical with what the hash chain covers, so a
+ * saved response can be handed to `countersign audit verify` without reshaping.
+ *
+ * @example
+ *   const page = AuditEventsResponse.parse(await response.json());
+ *   const next = page.next_cursor; // null on the last page
+ */
+import { z } from 'zod';
+import { EventType } from './events.js';
+
+export const HEX_SHA256 = /^[0-9a-f]{64}$/;
+const Hash = z.string().regex(HEX_SHA256, { message: 'not a lowercase hex SHA-256' });
+
+/** The most events one page of `GET /v1/audit/events` returns. */
+export const MAX_AUDIT_PAGE = 500;
+export const DEFAULT_AUDIT_PAGE = 50;
+
+/**
+ * `type=a&type=b`, `type=a,b` or the SDK's `types=a,b`: one list of event types. Unknown names
+ * are refused so a typo does not silently return nothing.
+ */
+const EventTypeList = z
+  .union([z.string(), z.array(z.string())])
+  .transform((value) =>
+    [value]
+      .flat()
+      .flatMap((item) => item.split(','))
+      .map((item) => item.trim())
+      .filter((item) => item.length > 0),
+  )
+  .pipe(z.array(EventType).max(EventType.options.length));
+
+const Filter = z.string().min(1).max(256);
+const Instant = z.iso.datetime({ offset: true });
+
+export const AuditEventsQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(MAX_AUDIT_PAGE).default(DEFAULT_AUDIT_PAGE),
+  /** `next_cursor` of the previous page. */
+  cursor: z.string().min(1).max(64).optional(),
+  type: EventTypeList.optional(),
+  /** The SDK's spelling of `type`. */
+  types: EventTypeList.optional(),
+  actor_id: Filter.optional(),
+  request_id: Filter.optional(),
+  resource_id: Filter.optional(),
+  /** occurred_at ≥ from. */
+  from: Instant.optional(),
+  /** occurred_at < to. */
+  to: Instant.optional(),
+});
+export type AuditEventsQuery = z.infer<typeof AuditEventsQuery>;
+
+/**
+ * Every fact of an event; the hash covers its canonical JSON. Loose on purpose: a field this
+ * build does not know must still reach the verifier, or the hash would no longer match.
+ */
+export const AuditPayloadWire = z.looseObject({
+  id: z.string(),
+  org_id: z.string(),
+  sequence: z.number().int().min(1),
+  type: z.string(),
+  actor_id: z.string().nullable(),
+  decision: z.string().nullable(),
+  resource_type: z.string().nullable(),
+  resource_id: z.string().nullable(),
+  request_id: z.string().nullable(),
+  credential: z.string().nullable(),
+  occurred_at: z.string(),
+  recorded_at: z.string(),
+  details: z.record(z.string(), z.unknown()),
+});
+
+export const AuditEventWire = z.object({
+  id: z.string(),
+  organization_id: z.string(),
+  sequence: z.number().int().min(1),
+  type: z.string(),
+  decision: z.string().nullable(),
+  actor_id: z.string().nullable(),
+  resource_type: z.string().nullable(),
+  resource_id: z.string().nullable(),
+  request_id: z.string().nullable(),
+  payload: AuditPayloadWire,
+  hash: Hash,
+  previous_hash: Hash,
+  occurred_at: z.string(),
+  created_at: z.string(),
+});
+export type AuditEventWire = z.infer<typeof AuditEventWire>;
+
+export const AuditEventsResponse = z.object({
+  events: z.array(AuditEventWire),
+  next_cursor: z.string().nullable(),
+  /** Events matching the filters, on every page (the cursor does not change it). */
+  total: z.number().int().nonnegative(),
+});
+export type AuditEventsResponse = z.infer<typeof AuditEventsResponse>;
+
+/**
+ * Both ends inclusive; both optional (an empty body exports the whole chain). Strict: the SDK's
+ * `types`/`from`/`to` filters are refused rather than ignored, because a filtered export could
+ * not be verified as a chain.
+ */
+export const AuditExportRequest = z
+  .object({
+    from_sequence: z.number().int().min(1).optional(),
+    to_sequence: z.number().int().min(1).optional(),
+  })
+  .strict();
+export type AuditExportRequest = z.infer<typeof AuditExportRequest>;
+
+/** The signed part of a bundle, in the key order the signature covers. */
+export const AUDIT_BUNDLE_SIGNED_FIELDS = ['export_id', 'org_id', 'chain_head_hash', 'event_count', 'signed_at', 'events'] as const;
+
+export const AuditBundle = z.object({
+  export_id: z.string(),
+  org_id: z.string(),
+  /** The hash of the bundle's last event; 64 zeros when it holds none. */
+  chain_head_hash: Hash,
+  event_count: z.number().int().nonnegative(),
+  signed_at: z.string(),
+  events: z.array(AuditEventWire),
+  /** base64url (no padding) Ed25519 over JSON.stringify of the signed fields, in that order. */
+  signature: z.string(),
+  signing_key_id: z.string(),
+});
+export type AuditBundle = z.infer<typeof AuditBundle>;
+
+/** A signed statement "organization `org_id`'s chain had `head_hash` at `sequence`". */
+export const AuditCheckpointWire = z.object({
+  org_id: z.string(),
+  sequence: z.number().int().min(1),
+  head_hash: Hash,
+  signed_at: z.string(),
+  /** base64url (no padding) Ed25519 over canonicalJSON({org_id, sequence, head_hash, signed_at}). */
+  signature: z.string(),
+  signing_key_id: z.string(),
+});
+export type AuditCheckpointWire = z.infer<typeof AuditCheckpointWire>;
+
+export const AuditPublicKeyWire = z.object({
+  key_id: z.string(),
+  algorithm: z.literal('Ed25519'),
+  /** SPKI PEM, what `countersign audit verify --key` reads. */
+  public_key_pem: z.string(),
+  created_at: z.string(),
+  retired_at: z.string().nullable(),
+});
+
+export const AuditKeysResponse = z.object({ keys: z.array(AuditPublicKeyWire) });

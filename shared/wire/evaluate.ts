@@ -1,0 +1,153 @@
+/**
+ * `POST /v1/evaluate` (also `/v1-evaluate`, `/functions/v1/v1-evaluate`) on the wire.
+ *
+ * Two request forms are accepted. The wire form:
+ *   { "action_type": "payments.wire", "actor_id": "finance-bot",
+ *     "context": { "environment": "production", "amount_usd": 500, "account_code": "OPS-001" } }
+ * and the agent helper form, mapped to it (see `fromAgentForm`):
+ *   { "actor": {"id": "support-agent", "type": "agent"}, "action": {"type": "agent.tool.invoke"},
+ *     "target": {"type": "tool", "id": "send_email", "environment": "production"}, "context": {…} }
+ */
+import { z } from 'zod';
+
+export const ActionType = z
+  .string()
+  .min(1)
+  .max(256)
+  .regex(/^[a-z0-9_-]+(\.[a-z0-9_*-]+)*$/, { message: 'dotted lowercase, such as deploy.production or agent.tool.invoke' });
+
+export const RequestId = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[A-Za-z0-9._:-]+$/, { message: 'letters, digits and . _ : - only' });
+
+export const Target = z
+  .object({
+    type: z.string().min(1).max(256),
+    id: z.string().max(1024),
+  })
+  .strict();
+
+export const EvaluateContext = z
+  .object({
+    environment: z.string().min(1).max(128).optional(),
+    target: Target.optional(),
+    amount_usd: z.number().finite().nonnegative().optional(),
+    account_code: z.string().min(1).max(128).optional(),
+    approvals: z.array(z.string().min(1).max(128)).max(16).optional(),
+  })
+  .catchall(z.unknown());
+export type EvaluateContext = z.infer<typeof EvaluateContext>;
+
+const Options = {
+  /** Idempotency key: a repeat returns the original decision (and permit). */
+  request_id: RequestId.optional(),
+  /** Decide without issuing a permit: `mode: "shadow"`. */
+  shadow: z.boolean().optional(),
+  /** Include the rule trace in `decisionObject.explanation`. */
+  explain: z.boolean().optional(),
+};
+
+export const EvaluateWireRequest = z.object({
+  action_type: ActionType,
+  actor_id: z.string().min(1).max(256),
+  context: EvaluateContext.default({}),
+  ...Options,
+});
+export type EvaluateWireRequest = z.infer<typeof EvaluateWireRequest>;
+
+export const EvaluateAgentRequest = z.object({
+  actor: z.object({ id: z.string().min(1).max(256), type: z.string().min(1).max(64).optional() }),
+  action: z.object({ type: ActionType, id: z.string().min(1).max(256).optional() }),
+  target: z
+    .object({ type: z.string().min(1).max(256), id: z.string().max(1024), environment: z.string().min(1).max(128).optional() })
+    .strict()
+    .optional(),
+  context: z.record(z.string(), z.unknown()).optional(),
+  ...Options,
+});
+export type EvaluateAgentRequest = z.infer<typeof EvaluateAgentRequest>;
+
+/**
+ * The agent form in wire terms: action.type → action_type, actor.id → actor_id, target →
+ * context.target (its environment → context.environment), actor.type → context.actor_type,
+ * action.id → context.action_id.
+ */
+export function fromAgentForm(agent: EvaluateAgentRequest): z.input<typeof EvaluateWireRequest> {
+  const context: Record<string, unknown> = { ...(agent.context ?? {}) };
+  if (agent.target) {
+    context.target = { type: agent.target.type, id: agent.target.id };
+    if (agent.target.environment !== undefined) context.environment = agent.target.environment;
+  }
+  if (agent.actor.type !== undefined) context.actor_type = agent.actor.type;
+  if (agent.action.id !== undefined) context.action_id = agent.action.id;
+  const { request_id, shadow, explain } = agent;
+  return { action_type: agent.action.type, actor_id: agent.actor.id, context, request_id, shadow, explain };
+}
+
+/**
+ * Either form, as the wire form. The agent form is recognised by `action` and `actor` without
+ * `action_type`; errors then name the agent form's fields.
+ */
+export function parseEvaluateRequest(body: unknown): { success: true; data: EvaluateWireRequest } | { success: false; error: z.ZodError } {
+  const isAgentForm = typeof body === 'object' && body !== null && !('action_type' in body) && 'action' in body && 'actor' in body;
+  if (!isAgentForm) return EvaluateWireRequest.safeParse(body);
+  const agent = EvaluateAgentRequest.safeParse(body);
+  return agent.success ? EvaluateWireRequest.safeParse(fromAgentForm(agent.data)) : agent;
+}
+
+export const Decision = z.enum(['allow', 'deny', 'hold', 'escalate']);
+
+export const RiskEnvelope = z.object({
+  score: z.number(),
+  base: z.number(),
+  band: z.enum(['low', 'medium', 'high', 'critical']),
+  factors: z.array(z.object({ name: z.string(), weight: z.number(), description: z.string() })),
+});
+
+export const Remediation = z.object({ code: z.string(), message: z.string() });
+
+export const DecisionObject = z.object({
+  decision: Decision,
+  reason_codes: z.array(z.string()),
+  action_class: z.string().nullable(),
+  matched_rules: z.array(z.string()),
+  policy: z.object({ id: z.string().nullable(), version: z.number().int().nullable() }),
+  binding_hash: z.string(),
+  bound_facts: z.array(z.string()),
+  risk_envelope: RiskEnvelope,
+  approvals: z.array(z.object({ id: z.string(), accepted: z.boolean(), reason: z.string().nullable() })),
+  explanation: z.array(z.unknown()).optional(),
+});
+
+export const AuthorizationState = z.object({
+  permit_requirement: z.enum(['required', 'not_required']),
+  permit_status: z.enum(['present', 'not_issued']),
+  verification_status: z.enum(['not_verified']),
+});
+
+export const EvaluateResponse = z.object({
+  decision: Decision,
+  authorization_state: AuthorizationState,
+  permit_token: z.string().optional(),
+  permit_id: z.string().optional(),
+  request_id: z.string(),
+  evaluation_id: z.string(),
+  mode: z.enum(['live', 'shadow']),
+  human_approval_required: z.boolean(),
+  human_approval_status: z.enum(['not_required', 'pending', 'approved', 'rejected', 'expired']),
+  /** When this decision stops being current (the permit lifetime of its action class). */
+  expires_at: z.string(),
+  /** The permit's expiry; null when no permit was issued. */
+  permit_expires_at: z.string().nullable(),
+  risk_score: z.number(),
+  risk_envelope: RiskEnvelope,
+  decisionObject: DecisionObject,
+  remediation: z.array(Remediation).optional(),
+  /** Set on hold once approval requests exist (a later capability). */
+  approval_request_id: z.string().optional(),
+  /** Set on escalate once escalations exist (a later capability). */
+  escalation_id: z.string().optional(),
+});
+export type EvaluateResponse = z.infer<typeof EvaluateResponse>;
