@@ -259,5 +259,26 @@ for (const backend of appBackends()) {
   );
 }
 
+t.test('a revocation the gates cannot learn of does not happen: 503, the permit stays issued', async (t) => {
+  const opened = await appBackends()[0]!.open();
+  // Every store operation works except the revocation entry.
+  const store = new Proxy(opened.store, {
+    get: (target, property) =>
+      property === 'revoke' ? () => Promise.reject(new Error('store down (test)')) : Reflect.get(target, property, target).bind(target),
+  });
+  const authority = await createTestAuthority(opened, { config: generous, store });
+  t.teardown(async () => {
+    await authority.close();
+    await opened.cleanup();
+  });
+  const decision = await evaluate(authority, demo());
+  const response = await post(authority, `/v1/permits/${decision.permit_id}/revoke`, { reason: 'x' });
+  t.equal(response.statusCode, 503);
+  t.equal(ErrorEnvelope.parse(response.json()).error, 'service_unavailable');
+  const permit = await authority.app.inject({ method: 'GET', url: `/v1/permits/${decision.permit_id}`, headers: authority.bearer(authority.acmeAdmin) });
+  t.equal(permit.json().permit.status, 'issued');
+  t.notOk((await auditTypes(authority)).some((event) => event.type === 'permit.revoked'), 'and no revocation was recorded');
+});
+
 const missing = realServersMissing();
 if (missing) t.comment(`the Postgres + Redis variant did not run: ${missing}`);
