@@ -21,6 +21,7 @@ import { identityRoutes } from './auth/routes.js';
 import type { AuthorityConfig } from './config.js';
 import { effectRoutes } from './effects/routes.js';
 import { evaluateRoutes } from './evaluate/routes.js';
+import { storeEvaluations } from './evaluate/store.js';
 import { healthRoutes } from './health/routes.js';
 import { installErrorHandling } from './http/errors.js';
 import { installGuard } from './http/guard.js';
@@ -34,6 +35,7 @@ import { RateLimiter } from './ratelimit/limiter.js';
 import { auditKeysFrom } from './signing/audit-keys.js';
 import type { SigningKeys } from './signing/keys.js';
 import type { Db } from './store/db.js';
+import { GroupCommit } from './store/group-commit.js';
 import type { Clock } from './time.js';
 
 export interface AuthorityDeps {
@@ -95,11 +97,12 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
   });
 
   const keyResolver = new PublishedKeyResolver(deps.keys, deps.clock);
+  const writer = new GroupCommit(deps.db, storeEvaluations, { maxBatch: 128 });
   healthRoutes(app, deps);
   identityRoutes(app);
   apiKeyRoutes(app, deps);
   policyRoutes(app, deps);
-  evaluateRoutes(app, deps);
+  evaluateRoutes(app, { ...deps, writer });
   permitRoutes(app, { ...deps, keyResolver });
   verifyRoutes(app, { ...deps, keyResolver });
   effectRoutes(app, deps);

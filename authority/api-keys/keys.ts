@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ApiKeyRecord } from '../../shared/wire/api-keys.js';
 import type { Scope } from '../../shared/wire/scopes.js';
-import type { Organization } from '../orgs/organizations.js';
+import { organizationFromRow, type Organization, type OrganizationRow } from '../orgs/organizations.js';
 import type { Queryable } from '../store/db.js';
 import { isoOrNull, type Clock } from '../time.js';
 import { displayPrefix, generateApiKeySecret, hashApiKeySecret, hashesEqual, isApiKeySecret } from './secret.js';
@@ -113,15 +113,31 @@ export async function revokeApiKey(db: Queryable, orgId: string, id: string, clo
   return rows[0] ? fromRow(rows[0]) : null;
 }
 
-/** The key a presented secret belongs to, whatever its state; the caller judges revoked/expired. */
-export async function findApiKeyBySecret(db: Queryable, secret: string): Promise<ApiKey | null> {
+/**
+ * The key a presented secret belongs to, whatever its state (the caller judges revoked and
+ * expired), with its organization: one query on every authenticated request.
+ */
+export async function findApiKeyBySecret(db: Queryable, secret: string): Promise<{ key: ApiKey; org: Organization } | null> {
   const hash = hashApiKeySecret(secret);
-  const rows = await db.query<ApiKeyRow>(`SELECT ${COLUMNS} FROM api_keys WHERE key_hash = $1`, [hash]);
+  const rows = await db.query<ApiKeyRow & { o_name: string; o_plan: OrganizationRow['plan']; o_is_test: boolean; o_created_at: Date; o_policy_version: number | null }>(
+    `SELECT ${COLUMNS.split(', ').map((column) => `k.${column}`).join(', ')},
+            o.name AS o_name, o.plan AS o_plan, o.is_test AS o_is_test, o.created_at AS o_created_at, o.policy_version AS o_policy_version
+     FROM api_keys k JOIN organizations o ON o.id = k.org_id WHERE k.key_hash = $1`,
+    [hash],
+  );
   const row = rows[0];
   // The index found the row by hash; compare once more in constant time so no code path
   // decides on a secret-derived value with an early-exit comparison.
   if (!row || !hashesEqual(row.key_hash, hash)) return null;
-  return fromRow(row);
+  const org = organizationFromRow({
+    id: row.org_id,
+    name: row.o_name,
+    plan: row.o_plan,
+    is_test: row.o_is_test,
+    created_at: row.o_created_at,
+    policy_version: row.o_policy_version,
+  });
+  return { key: fromRow(row), org };
 }
 
 export async function recordApiKeyUse(db: Queryable, id: string, at: Date): Promise<void> {

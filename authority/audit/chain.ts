@@ -2,9 +2,9 @@
  * Appending to an organization's audit chain, inside the caller's transaction, so the event
  * commits together with the state change it records or not at all (spec core rule 9).
  *
- * Per append: lock the organization's head row (one round trip; two more only the first time an
- * organization appends), then insert the event(s) and move the head in one statement. Appends of
- * one organization queue on the head row, which is what makes sequences gap-free; a rolled-back
+ * Per append: lock the organizations' head rows (one round trip; two more only the first time an
+ * organization appends), then insert the events and move the heads in one statement. Appends of
+ * one organization queue on its head row, which is what makes sequences gap-free; a rolled-back
  * transaction releases the lock without having moved the head. The transaction must run at READ
  * COMMITTED (Db.transaction's default): the head row is re-read after waiting for its lock.
  * Append last, just before commit: the lock is held until the transaction ends, so whatever runs
@@ -58,31 +58,33 @@ function canonicalPayload(payload: AuditPayload): string {
   return text;
 }
 
-/** Thrown when the events of one call belong to different organizations (a programming error). */
-export class MixedOrganizationsError extends Error {
-  readonly code = 'AUDIT_MIXED_ORGANIZATIONS';
-}
-
 interface HeadRow {
+  org_id: string;
   sequence: number;
   head_hash: string;
 }
 
-const LOCK_HEAD = 'SELECT sequence, head_hash FROM audit_chain_heads WHERE org_id = $1 FOR UPDATE';
+// ORDER BY makes every writer lock heads in the same order, so two transactions appending to the
+// same organizations wait for each other instead of deadlocking.
+const LOCK_HEADS = 'SELECT org_id, sequence, head_hash FROM audit_chain_heads WHERE org_id = ANY($1::uuid[]) ORDER BY org_id FOR UPDATE';
 
-async function lockHead(tx: Queryable, orgId: string): Promise<HeadRow> {
-  const [head] = await tx.query<HeadRow>(LOCK_HEAD, [orgId]);
-  if (head) return head;
-  // First event of this organization. Two first appends can race here: ON CONFLICT makes the
-  // loser wait for the winner's row instead of failing, and the next statement's fresh snapshot
-  // (READ COMMITTED) then sees and locks it.
-  await tx.query(
-    'INSERT INTO audit_chain_heads (org_id, sequence, head_hash) VALUES ($1, 0, $2) ON CONFLICT (org_id) DO NOTHING',
-    [orgId, GENESIS_HASH],
-  );
-  const [created] = await tx.query<HeadRow>(LOCK_HEAD, [orgId]);
-  if (!created) throw new Error(`audit chain head of organization ${orgId} could not be created`);
-  return created;
+async function lockHeads(tx: Queryable, orgIds: string[]): Promise<Map<string, HeadRow>> {
+  let heads = await tx.query<HeadRow>(LOCK_HEADS, [orgIds]);
+  if (heads.length < orgIds.length) {
+    // First events of an organization. Two first appends can race here: ON CONFLICT makes the
+    // loser wait for the winner's row instead of failing, and the next statement's fresh
+    // snapshot (READ COMMITTED) then sees and locks it.
+    await tx.query(
+      'INSERT INTO audit_chain_heads (org_id, sequence, head_hash) SELECT id, 0, $2 FROM unnest($1::uuid[]) AS id ON CONFLICT (org_id) DO NOTHING',
+      [orgIds, GENESIS_HASH],
+    );
+    heads = await tx.query<HeadRow>(LOCK_HEADS, [orgIds]);
+  }
+  const byOrg = new Map(heads.map((head) => [head.org_id, head]));
+  for (const orgId of orgIds) {
+    if (!byOrg.has(orgId)) throw new Error(`audit chain head of organization ${orgId} could not be created`);
+  }
+  return byOrg;
 }
 
 /** Insert statements stay well below Postgres's 65,535 bind parameters. */
@@ -101,10 +103,12 @@ function insertSql(rows: number, headUpdate: boolean): string {
     'INSERT INTO audit_events (id, org_id, sequence, type, decision, actor_id, resource_type, resource_id, request_id, ' +
     `payload, hash, previous_hash, occurred_at, created_at) VALUES ${values.join(', ')}`;
   if (!headUpdate) return insert;
-  // One statement for the last rows and the head: a writable CTE runs even when unreferenced.
+  // One statement for the last rows and every head: a writable CTE runs even when unreferenced.
   const base = rows * COLUMNS_PER_ROW;
   return `WITH appended AS (${insert} RETURNING 1)
-    UPDATE audit_chain_heads SET sequence = $${base + 1}, head_hash = $${base + 2} WHERE org_id = $${base + 3}`;
+    UPDATE audit_chain_heads AS head SET sequence = moved.sequence, head_hash = moved.head_hash
+    FROM unnest($${base + 1}::uuid[], $${base + 2}::bigint[], $${base + 3}::text[]) AS moved(org_id, sequence, head_hash)
+    WHERE head.org_id = moved.org_id`;
 }
 
 function toPayload(event: NewAuditEvent, id: string, sequence: number, recordedAt: string): AuditPayload {
@@ -126,26 +130,23 @@ function toPayload(event: NewAuditEvent, id: string, sequence: number, recordedA
 }
 
 /**
- * Appends `events` to their organization's chain with consecutive sequences, under one lock of
- * the head. Call it inside the transaction of the change the events record: if it throws, that
- * transaction must fail too (its caller answers 503 audit_unavailable).
+ * Appends `events` to their organizations' chains: each organization's events take consecutive
+ * sequences in the order given, under one lock of its head (group commit passes the events of
+ * many organizations at once). Call it inside the transaction of the change the events record:
+ * if it throws, that transaction must fail too (its caller answers 503 audit_unavailable).
  */
 export async function appendAuditEvents(tx: Queryable, events: readonly NewAuditEvent[], recordedAt: Date): Promise<AuditEvent[]> {
-  const first = events[0];
-  if (first === undefined) return [];
-  const orgId = first.orgId;
-  if (events.some((event) => event.orgId !== orgId)) {
-    throw new MixedOrganizationsError('one appendAuditEvents call appends to one organization chain');
-  }
+  if (events.length === 0) return [];
   const recordedIso = recordedAt.toISOString();
-  const head = await lockHead(tx, orgId);
+  const orgIds = [...new Set(events.map((event) => event.orgId))].sort();
+  const heads = await lockHeads(tx, orgIds);
 
-  let previousHash = head.head_hash;
-  let sequence = head.sequence;
   const appended: AuditEvent[] = [];
   const params: unknown[][] = [];
   for (const event of events) {
-    sequence += 1;
+    const head = heads.get(event.orgId) as HeadRow;
+    const previousHash = head.head_hash;
+    const sequence = head.sequence + 1;
     const id = randomUUID();
     const payload = toPayload(event, id, sequence, recordedIso);
     // Stored as the very text that was hashed, so what the database holds is what was chained.
@@ -153,7 +154,7 @@ export async function appendAuditEvents(tx: Queryable, events: readonly NewAudit
     const hash = hashCanonical(previousHash, text);
     params.push([
       id,
-      orgId,
+      event.orgId,
       sequence,
       event.type,
       event.decision,
@@ -169,7 +170,7 @@ export async function appendAuditEvents(tx: Queryable, events: readonly NewAudit
     ]);
     appended.push({
       id,
-      orgId,
+      orgId: event.orgId,
       sequence,
       type: event.type,
       decision: event.decision,
@@ -184,14 +185,15 @@ export async function appendAuditEvents(tx: Queryable, events: readonly NewAudit
       occurredAt: event.occurredAt,
       createdAt: recordedAt,
     });
-    previousHash = hash;
+    heads.set(event.orgId, { org_id: event.orgId, sequence, head_hash: hash });
   }
 
+  const moved = orgIds.map((orgId) => heads.get(orgId) as HeadRow);
   for (let start = 0; start < params.length; start += ROWS_PER_INSERT) {
     const chunk = params.slice(start, start + ROWS_PER_INSERT);
     const last = start + ROWS_PER_INSERT >= params.length;
     const values = chunk.flat();
-    if (last) values.push(sequence, previousHash, orgId);
+    if (last) values.push(orgIds, moved.map((head) => head.sequence), moved.map((head) => head.head_hash));
     await tx.query(insertSql(chunk.length, last), values);
   }
   return appended;

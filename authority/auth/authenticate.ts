@@ -70,13 +70,12 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
   }
 
   async function withApiKey(secret: string, ip: string): Promise<Principal> {
-    const key = await findApiKeyBySecret(db, secret);
-    if (!key) return refuse('unknown_key', 'unknown API key');
+    const found = await findApiKeyBySecret(db, secret);
+    if (!found) return refuse('unknown_key', 'unknown API key');
+    const { key, org } = found;
     const now = clock.now();
     if (key.revokedAt !== null) return refuse('revoked_key', 'API key has been revoked');
     if (key.expiresAt !== null && key.expiresAt.getTime() <= now) return refuse('expired_key', 'API key has expired');
-    const org = await findOrganization(db, key.orgId);
-    if (!org) return refuse('unknown_organization', 'unknown API key');
     if (key.allowedCidrs !== null && !compileAllowlist(key.allowedCidrs)(ip)) {
       metrics.authFailures.inc({ reason: 'ip_not_allowed' });
       throw new CountersignError('forbidden', 'this API key may not be used from this address');

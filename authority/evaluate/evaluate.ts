@@ -1,8 +1,9 @@
 /**
  * Evaluate: one exact action → one decision, and on a live allow a permit bound to that action.
  * The evaluation row, the permit row and their audit events commit in one transaction before the
- * answer leaves; if the audit append fails, nothing is stored and the caller gets 503
- * `audit_unavailable` (the signed token is discarded, so no permit exists anywhere).
+ * answer leaves (concurrent evaluations share it: group commit); if the audit append fails,
+ * nothing is stored and the caller gets 503 `audit_unavailable` (the signed token is discarded,
+ * so no permit exists anywhere).
  *
  * @example
  *   const response = await evaluateAction(deps, principal, request, httpRequestId);
@@ -14,20 +15,21 @@ import { CountersignError } from '../../shared/errors.js';
 import { BindingFactError, bindingHash, boundFacts, type BindingInput } from '../../shared/permits/binding.js';
 import { newPermitId } from '../../shared/permits/claims.js';
 import type { EvaluateResponse, EvaluateWireRequest } from '../../shared/wire/evaluate.js';
-import { AuditPayloadError, appendAuditEvents } from '../audit/chain.js';
+import { AuditPayloadError } from '../audit/chain.js';
 import type { NewAuditEvent } from '../audit/types.js';
 import type { Principal } from '../auth/principal.js';
 import type { AuthorityConfig } from '../config.js';
 import type { AuthorityMetrics } from '../metrics.js';
 import { buildPermitClaims, signPermit } from '../permits/sign.js';
-import { insertPermit } from '../permits/permits.js';
 import type { PolicyDecision } from '../policy/types.js';
 import type { PolicyVersions } from '../policy/versions.js';
 import type { SigningKeys } from '../signing/keys.js';
 import type { Db } from '../store/db.js';
+import type { GroupCommit } from '../store/group-commit.js';
 import type { Clock } from '../time.js';
-import { checkApprovals, openHumanApproval, type ApprovalStatus } from './approvals.js';
+import { checkApprovals, openHumanApproval, type ApprovalStatus, type OpenedApproval } from './approvals.js';
 import { buildEvaluateResponse } from './response.js';
+import { storeEvaluations, type EvaluationOutcome, type EvaluationWrite } from './store.js';
 
 export interface EvaluateDeps {
   db: Db;
@@ -36,6 +38,8 @@ export interface EvaluateDeps {
   keys: SigningKeys;
   config: AuthorityConfig;
   metrics: AuthorityMetrics;
+  /** Group commit for evaluations that open no human approval (the hot path). */
+  writer: GroupCommit<EvaluationWrite, EvaluationOutcome>;
 }
 
 class DuplicateRequestId extends Error {}
@@ -107,6 +111,7 @@ export async function evaluateAction(
   const issuesPermit = decided.decision === 'allow' && decided.permit.required && mode === 'live';
 
   const evaluationId = randomUUID();
+  const print = fingerprint(request);
   let permit: { id: string; token: string; kid: string; expiresAt: Date } | null = null;
   if (issuesPermit) {
     const signing = await deps.keys.active('permit');
@@ -126,58 +131,47 @@ export async function evaluateAction(
     permit = { id: claims.jti, token: await signPermit(claims, signing), kid: signing.kid, expiresAt: new Date(claims.exp * 1000) };
   }
 
+  const responseFor = (opened: OpenedApproval) =>
+    buildEvaluateResponse({ decided, mode, requestId, evaluationId, permit, policy, bindingHash: binding, boundKeys: bound.keys, approvals: approvals.statuses, opened, now });
+  const writeFor = (answer: EvaluateResponse): EvaluationWrite => ({
+    evaluation: {
+      id: evaluationId, orgId: org.id, requestId, fingerprint: print, actionType: request.action_type, actorId: request.actor_id,
+      decision: decided.decision, mode, riskScore: decided.risk.score, bindingHash: binding, policyVersion: policy?.version ?? null,
+      response: answer, credential: principal.credential, createdAt: now,
+    },
+    permit: permit && {
+      id: permit.id, orgId: org.id, evaluationId, requestId, actionType: request.action_type, actorId: request.actor_id,
+      bindingHash: binding, boundFacts: bound.facts, kid: permit.kid, issuedAt: now, expiresAt: permit.expiresAt,
+    },
+    events: auditEventsFor(principal, request, requestId, evaluationId, decided, mode, binding, bound.keys, approvals.statuses, permit, now),
+  });
+
   let response: EvaluateResponse;
+  let outcome: EvaluationOutcome;
   try {
-    response = await deps.db.transaction(async (tx) => {
-      // Approvals bind to the standard facts' hash: the one a fresh evaluation can check before it knows the class.
-      const opened = await openHumanApproval(tx, approvalContext, decided);
-      const answer = buildEvaluateResponse({
-        decided,
-        mode,
-        requestId,
-        evaluationId,
-        permit,
-        policy,
-        bindingHash: binding,
-        boundKeys: bound.keys,
-        approvals: approvals.statuses,
-        opened,
-        now,
-      });
-      const inserted = await tx.query(
-        `INSERT INTO evaluations (id, org_id, request_id, request_fingerprint, action_type, actor_id, decision, mode,
-           risk_score, binding_hash, policy_version, response, credential, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-         ON CONFLICT (org_id, request_id) DO NOTHING RETURNING id`,
-        [
-          evaluationId, org.id, requestId, fingerprint(request), request.action_type, request.actor_id, decided.decision, mode,
-          decided.risk.score, binding, policy?.version ?? null, answer, principal.credential, now,
-        ],
-      );
-      if (inserted.length === 0) throw new DuplicateRequestId();
-      if (permit) {
-        await insertPermit(tx, {
-          id: permit.id, orgId: org.id, evaluationId, requestId, actionType: request.action_type, actorId: request.actor_id,
-          bindingHash: binding, boundFacts: bound.facts, kid: permit.kid, issuedAt: now, expiresAt: permit.expiresAt,
-        });
-      }
-      try {
-        await appendAuditEvents(tx, auditEventsFor(principal, request, requestId, evaluationId, decided, mode, binding, bound.keys, approvals.statuses, permit, now), now);
-      } catch (error) {
-        // Facts that no record can hold (a NUL character, say) are the caller's to fix.
-        if (error instanceof AuditPayloadError) throw new CountersignError('invalid_request', `the action's facts cannot be recorded: ${error.message}`, { cause: error });
-        deps.metrics.auditAppendFailures.inc({ operation: 'evaluate' });
-        throw new CountersignError('audit_unavailable', undefined, { cause: error });
-      }
-      return answer;
-    });
+    if (decided.decision === 'hold' || decided.decision === 'escalate') {
+      // A human approval is opened in the same transaction as the evaluation that asks for it.
+      ({ response, outcome } = await deps.db.transaction(async (tx) => {
+        // Approvals bind to the standard facts' hash: the one a fresh evaluation can check before it knows the class.
+        const answer = responseFor(await openHumanApproval(tx, approvalContext, decided));
+        const [stored] = await storeEvaluations(tx, [writeFor(answer)]);
+        // A duplicate must not keep the approval it just opened: roll the transaction back.
+        if (stored !== 'stored') throw new DuplicateRequestId();
+        return { response: answer, outcome: stored };
+      }));
+    } else {
+      response = responseFor({});
+      outcome = await deps.writer.submit(writeFor(response));
+    }
   } catch (error) {
-    if (error instanceof DuplicateRequestId) return repeatOf(deps.db, org.id, requestId, fingerprint(request));
-    if (error instanceof CountersignError) throw error;
+    if (error instanceof DuplicateRequestId) return repeatOf(deps.db, org.id, requestId, print);
+    // Facts that no record can hold (a NUL character, say) are the caller's to fix.
+    if (error instanceof AuditPayloadError) throw new CountersignError('invalid_request', `the action's facts cannot be recorded: ${error.message}`, { cause: error });
     // Whatever failed, the decision was not recorded, so it does not exist: fail closed.
     deps.metrics.auditAppendFailures.inc({ operation: 'evaluate' });
     throw new CountersignError('audit_unavailable', undefined, { cause: error });
   }
+  if (outcome === 'duplicate') return repeatOf(deps.db, org.id, requestId, print);
 
   deps.metrics.evaluations.inc({ decision: response.decision, mode });
   deps.metrics.evaluateDuration.observe({ decision: response.decision }, Number(process.hrtime.bigint() - started) / 1e9);

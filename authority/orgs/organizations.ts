@@ -20,7 +20,7 @@ export interface Organization {
   policyVersion: number | null;
 }
 
-interface OrganizationRow {
+export interface OrganizationRow {
   id: string;
   name: string;
   plan: Plan;
@@ -29,7 +29,7 @@ interface OrganizationRow {
   policy_version: number | null;
 }
 
-const fromRow = (row: OrganizationRow): Organization => ({
+export const organizationFromRow = (row: OrganizationRow): Organization => ({
   id: row.id,
   name: row.name,
   plan: row.plan,
@@ -61,7 +61,7 @@ export async function createOrganization(
      RETURNING ${COLUMNS}`,
     [randomUUID(), name, plan, isTest, new Date(clock.now())],
   );
-  return fromRow(rows[0] as OrganizationRow);
+  return organizationFromRow(rows[0] as OrganizationRow);
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -71,14 +71,14 @@ export async function findOrganization(db: Queryable, idOrName: string): Promise
   const rows = UUID.test(idOrName)
     ? await db.query<OrganizationRow>(`SELECT ${COLUMNS} FROM organizations WHERE id = $1`, [idOrName])
     : await db.query<OrganizationRow>(`SELECT ${COLUMNS} FROM organizations WHERE name = $1`, [idOrName]);
-  return rows[0] ? fromRow(rows[0]) : null;
+  return rows[0] ? organizationFromRow(rows[0]) : null;
 }
 
 export async function listOrganizations(db: Queryable): Promise<Organization[]> {
   const rows = await db.query<OrganizationRow>(
     `SELECT ${COLUMNS} FROM organizations ORDER BY created_at, name`,
   );
-  return rows.map(fromRow);
+  return rows.map(organizationFromRow);
 }
 
 export function organizationToJson(org: Organization): Record<string, unknown> {

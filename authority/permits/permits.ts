@@ -93,14 +93,6 @@ export interface NewPermit {
   expiresAt: Date;
 }
 
-export async function insertPermit(tx: Queryable, permit: NewPermit): Promise<void> {
-  await tx.query(
-    `INSERT INTO permits (id, org_id, evaluation_id, request_id, action_type, actor_id, binding_hash, bound_facts, kid, status, issued_at, expires_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'issued', $10, $11)`,
-    [permit.id, permit.orgId, permit.evaluationId, permit.requestId, permit.actionType, permit.actorId, permit.bindingHash, permit.boundFacts, permit.kid, permit.issuedAt, permit.expiresAt],
-  );
-}
-
 export async function getPermit(db: Queryable, orgId: string, id: string, clock: Clock): Promise<PermitRecord | null> {
   const rows = await db.query<PermitRow>('SELECT * FROM permits WHERE org_id = $1 AND id = $2', [orgId, id]);
   return rows[0] ? fromRow(rows[0], clock.now()) : null;

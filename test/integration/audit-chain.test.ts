@@ -100,11 +100,14 @@ for (const backend of dbBackends()) {
     t.same(pair.map((e) => e.sequence), [2, 3], 'several events in one call take consecutive sequences');
     t.equal(pair[1]?.previousHash, pair[0]?.hash);
     t.same(await db.transaction((tx) => appendAuditEvents(tx, [], new Date(T0))), [], 'nothing to append is a no-op');
-    await t.rejects(
-      db.transaction((tx) => appendAuditEvents(tx, [event(acme), event(globex)], new Date(T0))),
-      { code: 'AUDIT_MIXED_ORGANIZATIONS' },
-      'one call appends to one chain',
+    const [left, right] = [await newOrg(db, 'mixed-left'), await newOrg(db, 'mixed-right')];
+    const mixed = await db.transaction((tx) => appendAuditEvents(tx, [event(left), event(right), event(left)], new Date(T0)));
+    t.same(
+      mixed.map((e) => [e.orgId, e.sequence]),
+      [[left, 1], [right, 1], [left, 2]],
+      'one call appends to each organization its own consecutive sequences',
     );
+    t.equal(mixed[2]?.previousHash, mixed[0]?.hash, 'and links each chain to itself');
 
     for (const details of [{ text: 'a\u0000b' }, { n: Number.NaN }, { s: '\ud800' }]) {
       await t.rejects(

@@ -35,7 +35,8 @@ for (const backend of dbBackends()) {
     const org = await findOrganization(db, 'default');
     t.equal(org?.id, written.organization_id, 'organization "default" exists');
     const key = await findApiKeyBySecret(db, written.api_key);
-    t.same([...(key?.scopes ?? [])].sort(), [...SCOPES].sort(), 'the admin key holds every scope');
+    t.same([...(key?.key.scopes ?? [])].sort(), [...SCOPES].sort(), 'the admin key holds every scope');
+    t.equal(key?.org.name, 'default');
 
     t.equal(await bootstrap(db, { dataDir, clock }), null, 'a second start changes nothing');
   });
