@@ -1,111 +1,150 @@
 /**
  * The authentication matrix: every endpoint that exists × every kind of credential → the exact
- * status and error code. Runs on PGlite + the in-process store, and on Postgres + Redis when
- * they are available.
+ * status and error code. Each credential's permissions are written out here from DESIGN.md's
+ * scope and role tables (not taken from the code), and the test fails when the app serves a
+ * route this matrix does not list. Runs on PGlite + the in-process store, and on Postgres + Redis
+ * when they are available.
  */
 import t from 'tap';
 import { createApiKey } from '../../authority/api-keys/keys.js';
+import { readBootstrapPolicy } from '../../authority/orgs/bootstrap.js';
 import { ErrorEnvelope } from '../../shared/wire/envelope.js';
 import { createTestAuthority, type TestAuthority } from '../helpers/authority.js';
 import { appBackends, realServersMissing } from '../helpers/backends.js';
 import { createTestIdp } from '../helpers/jwt.js';
 
-type EndpointName = 'healthz' | 'readyz' | 'session' | 'key_self' | 'list_keys' | 'create_key' | 'revoke_key';
+const ALL = [
+  'evaluate:write', 'verify:execute', 'audit:read', 'approvals:read', 'approvals:write', 'policy:read', 'policy:write',
+  'webhooks:write', 'permits:read', 'permits:write', 'effects:write', 'hitl:approve', 'keys:write',
+];
+/** DESIGN.md, "roles (user JWT)". */
+const ROLE_PERMISSIONS: Record<string, string[]> = {
+  admin: ALL,
+  approver: ['evaluate:write', 'permits:read', 'permits:write', 'audit:read', 'approvals:read', 'approvals:write', 'hitl:approve'],
+  member: ['evaluate:write', 'permits:read', 'verify:execute'],
+  viewer: ['audit:read', 'policy:read', 'permits:read'],
+};
 
-interface Credential {
-  headers: Record<string, string>;
-  remoteAddress?: string;
+interface Fixture {
+  victimKeyId: string;
+  permitId: string;
+  permitToken: string;
+  /** Another permit, never verified, so that revoking it is always possible (and idempotent). */
+  revocablePermitId: string;
+  policySource: string;
 }
 
-const ENDPOINTS: Record<EndpointName, { method: 'GET' | 'POST'; url: (victimKeyId: string) => string; body?: unknown }> = {
-  healthz: { method: 'GET', url: () => '/healthz' },
-  readyz: { method: 'GET', url: () => '/readyz' },
-  session: { method: 'GET', url: () => '/v1/session' },
-  key_self: { method: 'GET', url: () => '/v1-api-key-self' },
-  list_keys: { method: 'GET', url: () => '/v1/api-keys' },
-  create_key: { method: 'POST', url: () => '/v1/api-keys', body: { name: 'made in the matrix', scopes: ['audit:read'] } },
-  revoke_key: { method: 'POST', url: (id) => `/v1/api-keys/${id}/revoke` },
-};
+interface Endpoint {
+  method: 'GET' | 'POST' | 'PUT';
+  route: string;
+  url: (f: Fixture) => string;
+  body?: (f: Fixture) => unknown;
+  /** null: public. [] : any valid credential. Otherwise any one of these permissions. */
+  anyOf: string[] | null;
+  only?: 'user' | 'api_key';
+  /** Addresses an acme resource: another organization gets 404. */
+  acmeResource?: boolean;
+  success: number;
+}
 
-const U = [401, 'unauthorized'] as const;
-const F = [403, 'forbidden'] as const;
-const N = [404, 'not_found'] as const;
-const OK = [200, null] as const;
-const CREATED = [201, null] as const;
-type Expect = readonly [number, string | null];
-type Row = Record<EndpointName, Expect>;
+const demo = { action_type: 'demo.echo', actor_id: 'demo-agent', context: { environment: 'dev', target: { type: 'demo', id: 'matrix' } } };
+const ENDPOINTS: Endpoint[] = [
+  { method: 'GET', route: '/healthz', url: () => '/healthz', anyOf: null, success: 200 },
+  { method: 'GET', route: '/readyz', url: () => '/readyz', anyOf: null, success: 200 },
+  { method: 'GET', route: '/v1/session', url: () => '/v1/session', anyOf: [], only: 'user', success: 200 },
+  { method: 'GET', route: '/v1-api-key-self', url: () => '/v1-api-key-self', anyOf: [], only: 'api_key', success: 200 },
+  { method: 'GET', route: '/v1/api-keys', url: () => '/v1/api-keys', anyOf: ['keys:write'], success: 200 },
+  { method: 'POST', route: '/v1/api-keys', url: () => '/v1/api-keys', body: () => ({ name: 'matrix', scopes: ['audit:read'] }), anyOf: ['keys:write'], success: 201 },
+  { method: 'POST', route: '/v1/api-keys/:id/revoke', url: (f) => `/v1/api-keys/${f.victimKeyId}/revoke`, anyOf: ['keys:write'], acmeResource: true, success: 200 },
+  ...['/v1/evaluate', '/v1-evaluate', '/functions/v1/v1-evaluate'].map(
+    (route): Endpoint => ({ method: 'POST', route, url: () => route, body: () => demo, anyOf: ['evaluate:write'], success: 200 }),
+  ),
+  ...['/v1-verify-permit', '/functions/v1/v1-verify-permit'].map(
+    (route): Endpoint => ({ method: 'POST', route, url: () => route, body: (f) => ({ permit_token: f.permitToken, ...demo }), anyOf: ['verify:execute'], success: 200 }),
+  ),
+  { method: 'GET', route: '/v1/permit-keys', url: () => '/v1/permit-keys', anyOf: ['verify:execute'], success: 200 },
+  { method: 'GET', route: '/v1/permits', url: () => '/v1/permits', anyOf: ['permits:read'], success: 200 },
+  { method: 'GET', route: '/v1/permits/:id', url: (f) => `/v1/permits/${f.permitId}`, anyOf: ['permits:read'], acmeResource: true, success: 200 },
+  { method: 'POST', route: '/v1/permits/:id/revoke', url: (f) => `/v1/permits/${f.revocablePermitId}/revoke`, body: () => ({}), anyOf: ['permits:write'], acmeResource: true, success: 200 },
+  { method: 'GET', route: '/v1/permits/:id/proof', url: (f) => `/v1/permits/${f.permitId}/proof`, anyOf: ['permits:read', 'audit:read'], acmeResource: true, success: 200 },
+  { method: 'POST', route: '/v1/effects', url: () => '/v1/effects', body: (f) => ({ permit_id: f.permitId, status: 'succeeded' }), anyOf: ['effects:write'], acmeResource: true, success: 201 },
+  { method: 'GET', route: '/v1/policies', url: () => '/v1/policies', anyOf: ['policy:read', 'policy:write'], success: 200 },
+  { method: 'PUT', route: '/v1/policies', url: () => '/v1/policies', body: (f) => ({ source: f.policySource, format: 'yaml' }), anyOf: ['policy:write'], success: 200 },
+  { method: 'POST', route: '/v1/policies/validate', url: () => '/v1/policies/validate', body: (f) => ({ source: f.policySource }), anyOf: ['policy:write'], success: 200 },
+  ...['/v1/audit/events', '/v1-audit/events'].map((route): Endpoint => ({ method: 'GET', route, url: () => route, anyOf: ['audit:read'], success: 200 })),
+  ...['/v1/audit/exports', '/v1-audit/exports'].map((route): Endpoint => ({ method: 'POST', route, url: () => route, body: () => ({}), anyOf: ['audit:read'], success: 200 })),
+  { method: 'GET', route: '/v1/audit/keys', url: () => '/v1/audit/keys', anyOf: ['audit:read'], success: 200 },
+];
 
-const refusedEverywhere = (expect: Expect): Row => ({
-  healthz: OK,
-  readyz: OK,
-  session: expect,
-  key_self: expect,
-  list_keys: expect,
-  create_key: expect,
-  revoke_key: expect,
-});
+type Credential =
+  | { name: string; invalid: true; headers: Record<string, string> }
+  | { name: string; invalid?: false; headers: Record<string, string>; kind: 'api_key' | 'user'; org: 'acme' | 'globex'; permissions: string[]; remoteAddress?: string; outsideAllowlist?: boolean; roleless?: boolean };
 
-// The victim key lives in acme; "another organization" is globex.
-const MATRIX: Record<string, Row> = {
-  no_credential: refusedEverywhere(U),
-  malformed_scheme: refusedEverywhere(U),
-  malformed_token: refusedEverywhere(U),
-  malformed_key: refusedEverywhere(U),
-  unknown_key: refusedEverywhere(U),
-  revoked_key: refusedEverywhere(U),
-  expired_key: refusedEverywhere(U),
-  key_without_scope: { healthz: OK, readyz: OK, session: F, key_self: OK, list_keys: F, create_key: F, revoke_key: F },
-  key_of_other_org: { healthz: OK, readyz: OK, session: F, key_self: OK, list_keys: OK, create_key: CREATED, revoke_key: N },
-  key_outside_allowlist: refusedEverywhere(F),
-  key_inside_allowlist: { healthz: OK, readyz: OK, session: F, key_self: OK, list_keys: OK, create_key: CREATED, revoke_key: OK },
-  x_service_key: { healthz: OK, readyz: OK, session: F, key_self: OK, list_keys: OK, create_key: CREATED, revoke_key: OK },
-  expired_jwt: refusedEverywhere(U),
-  jwt_wrong_issuer: refusedEverywhere(U),
-  jwt_wrong_audience: refusedEverywhere(U),
-  jwt_foreign_signer: refusedEverywhere(U),
-  jwt_unknown_org: refusedEverywhere(U),
-  jwt_admin: { healthz: OK, readyz: OK, session: OK, key_self: F, list_keys: OK, create_key: CREATED, revoke_key: OK },
-  jwt_approver: { healthz: OK, readyz: OK, session: OK, key_self: F, list_keys: F, create_key: F, revoke_key: F },
-  jwt_member: { healthz: OK, readyz: OK, session: OK, key_self: F, list_keys: F, create_key: F, revoke_key: F },
-  jwt_viewer: { healthz: OK, readyz: OK, session: OK, key_self: F, list_keys: F, create_key: F, revoke_key: F },
-  jwt_without_role: { healthz: OK, readyz: OK, session: F, key_self: F, list_keys: F, create_key: F, revoke_key: F },
-};
+function expected(credential: Credential, endpoint: Endpoint): [number, string | null] {
+  if (endpoint.anyOf === null) return [endpoint.success, null];
+  if (credential.invalid) return [401, 'unauthorized'];
+  if (credential.outsideAllowlist) return [403, 'forbidden'];
+  if (endpoint.only !== undefined && endpoint.only !== credential.kind) return [403, 'forbidden'];
+  if (endpoint.only === 'user' && credential.roleless) return [403, 'forbidden'];
+  if (endpoint.anyOf.length > 0 && !endpoint.anyOf.some((permission) => credential.permissions.includes(permission))) return [403, 'forbidden'];
+  if (endpoint.acmeResource && credential.org !== 'acme') return [404, 'not_found'];
+  return [endpoint.success, null];
+}
 
-async function credentials(authority: TestAuthority): Promise<Record<keyof typeof MATRIX, Credential>> {
+async function credentials(authority: TestAuthority): Promise<Credential[]> {
   const { acme, idp, clock } = authority;
-  const bearer = (token: string): Credential => ({ headers: { authorization: `Bearer ${token}` } });
+  const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
   const revoked = await createApiKey(authority.backend.db, { org: acme, name: 'revoked', scopes: ['keys:write'], createdBy: 'test' }, clock);
   await authority.app.inject({ method: 'POST', url: `/v1/api-keys/${revoked.key.id}/revoke`, headers: authority.bearer(authority.acmeAdmin) });
   const user = (role?: string) => ({ sub: `user-${role ?? 'none'}`, org_id: acme.id, email: 'ana@example.com', ...(role ? { role } : {}) });
   const foreignIdp = await createTestIdp();
-  const allowlisted = await authority.key(['keys:write', 'audit:read'], { allowedCidrs: ['10.0.0.0/8', '2001:db8::/32'] });
-  return {
-    no_credential: { headers: {} },
-    malformed_scheme: { headers: { authorization: `Basic ${Buffer.from('a:b').toString('base64')}` } },
-    malformed_token: bearer('not-a-credential'),
-    malformed_key: bearer('ask_live_tooShort'),
-    unknown_key: bearer(`ask_live_${'A'.repeat(40)}`),
-    revoked_key: bearer(revoked.secret),
-    expired_key: bearer(await authority.key(['keys:write'], { expiresAt: new Date(clock.now() - 1000) })),
-    key_without_scope: bearer(await authority.key(['audit:read'])),
-    key_of_other_org: bearer(authority.globexAdmin),
-    key_outside_allowlist: { ...bearer(allowlisted), remoteAddress: '192.0.2.7' },
-    key_inside_allowlist: { ...bearer(allowlisted), remoteAddress: '10.1.2.3' },
-    x_service_key: { headers: { 'x-service-key': authority.acmeAdmin } },
-    expired_jwt: bearer(await idp.sign(user('admin'), { expiresIn: Math.floor(Date.now() / 1000) - 3600 })),
-    jwt_wrong_issuer: bearer(await idp.sign(user('admin'), { issuer: 'https://evil.test/' })),
-    jwt_wrong_audience: bearer(await idp.sign(user('admin'), { audience: 'someone-else' })),
-    jwt_foreign_signer: bearer(await foreignIdp.sign(user('admin'))),
-    jwt_unknown_org: bearer(await idp.sign({ ...user('admin'), org_id: '00000000-0000-4000-8000-000000000000' })),
-    jwt_admin: bearer(await idp.sign(user('admin'))),
-    jwt_approver: bearer(await idp.sign(user('approver'))),
-    jwt_member: bearer(await idp.sign(user('member'))),
-    jwt_viewer: bearer(await idp.sign(user('viewer'))),
-    jwt_without_role: bearer(await idp.sign(user())),
-  };
+  const allowlistedScopes = ['keys:write', 'audit:read', 'evaluate:write'];
+  const allowlisted = await authority.key(allowlistedScopes as never, { allowedCidrs: ['10.0.0.0/8', '2001:db8::/32'] });
+  const invalid = (name: string, headers: Record<string, string>): Credential => ({ name, invalid: true, headers });
+  const key = (name: string, token: string, permissions: string[], extra: Partial<Credential> = {}): Credential => ({ name, headers: bearer(token), kind: 'api_key', org: 'acme', permissions, ...extra }) as Credential;
+  const jwt = async (role: string): Promise<Credential> => ({ name: `jwt_${role}`, headers: bearer(await idp.sign(user(role))), kind: 'user', org: 'acme', permissions: ROLE_PERMISSIONS[role] as string[] });
+  return [
+    invalid('no_credential', {}),
+    invalid('malformed_scheme', { authorization: `Basic ${Buffer.from('a:b').toString('base64')}` }),
+    invalid('malformed_token', bearer('not-a-credential')),
+    invalid('malformed_key', bearer('ask_live_tooShort')),
+    invalid('unknown_key', bearer(`ask_live_${'A'.repeat(40)}`)),
+    invalid('revoked_key', bearer(revoked.secret)),
+    invalid('expired_key', bearer(await authority.key(['keys:write'], { expiresAt: new Date(clock.now() - 1000) }))),
+    invalid('expired_jwt', bearer(await idp.sign(user('admin'), { expiresIn: Math.floor(Date.now() / 1000) - 3600 }))),
+    invalid('jwt_wrong_issuer', bearer(await idp.sign(user('admin'), { issuer: 'https://evil.test/' }))),
+    invalid('jwt_wrong_audience', bearer(await idp.sign(user('admin'), { audience: 'someone-else' }))),
+    invalid('jwt_foreign_signer', bearer(await foreignIdp.sign(user('admin')))),
+    invalid('jwt_unknown_org', bearer(await idp.sign({ ...user('admin'), org_id: '00000000-0000-4000-8000-000000000000' }))),
+    key('key_without_scope', await authority.key(['audit:read']), ['audit:read']),
+    key('key_of_other_org', authority.globexAdmin, ALL, { org: 'globex' }),
+    key('key_outside_allowlist', allowlisted, allowlistedScopes, { remoteAddress: '192.0.2.7', outsideAllowlist: true }),
+    key('key_inside_allowlist', allowlisted, allowlistedScopes, { remoteAddress: '10.1.2.3' }),
+    { name: 'x_service_key', headers: { 'x-service-key': authority.acmeAdmin }, kind: 'api_key', org: 'acme', permissions: ALL },
+    await jwt('admin'),
+    await jwt('approver'),
+    await jwt('member'),
+    await jwt('viewer'),
+    { name: 'jwt_without_role', headers: bearer(await idp.sign(user())), kind: 'user', org: 'acme', permissions: [], roleless: true },
+  ];
 }
 
-const generous = { rate_limits: { plans: { community: { per_minute: 100_000, burst: 100_000 }, business: { per_minute: 100_000, burst: 100_000 } } } };
+/** Every route the app serves, from fastify's route tree (HEAD, added by fastify for GET, aside). */
+function servedRoutes(authority: TestAuthority): string[] {
+  const parents: string[] = [];
+  const served: string[] = [];
+  for (const line of authority.app.printRoutes({ commonPrefix: false }).split('\n')) {
+    const match = /^(.*?)(?:├── |└── )(\S+) \(([A-Z, ]+)\)/.exec(line);
+    if (!match) continue;
+    const depth = (match[1] as string).length / 4;
+    const path = (parents[depth - 1] ?? '') + (match[2] as string);
+    parents[depth] = path;
+    for (const method of (match[3] as string).split(', ')) if (method !== 'HEAD') served.push(`${method} ${path}`);
+  }
+  return served.sort();
+}
+
+const generous = { rate_limits: { evaluate: { per_minute: 1_000_000, burst: 1_000_000 }, plans: { community: { per_minute: 1_000_000, burst: 1_000_000 }, business: { per_minute: 1_000_000, burst: 1_000_000 } } } };
 
 for (const backend of appBackends()) {
   t.test(`authentication matrix on ${backend.name}`, async (t) => {
@@ -115,29 +154,43 @@ for (const backend of appBackends()) {
       await authority.close();
       await opened.cleanup();
     });
-    const victim = await createApiKey(opened.db, { org: authority.acme, name: 'victim', scopes: ['audit:read'], createdBy: 'test' }, authority.clock);
-    const creds = await credentials(authority);
 
-    for (const [credentialName, row] of Object.entries(MATRIX)) {
-      const credential = creds[credentialName] as Credential;
-      for (const [endpointName, [status, code]] of Object.entries(row) as Array<[EndpointName, Expect]>) {
-        const endpoint = ENDPOINTS[endpointName];
+    t.same(servedRoutes(authority), ENDPOINTS.map((endpoint) => `${endpoint.method} ${endpoint.route}`).sort(), 'the matrix lists every route the app serves');
+
+    const victim = await createApiKey(opened.db, { org: authority.acme, name: 'victim', scopes: ['audit:read'], createdBy: 'test' }, authority.clock);
+    const evaluate = () => authority.app.inject({ method: 'POST', url: '/v1/evaluate', headers: { ...authority.bearer(authority.acmeAdmin), 'content-type': 'application/json' }, payload: demo });
+    const [decision, revocable] = [(await evaluate()).json(), (await evaluate()).json()];
+    const fixture: Fixture = {
+      victimKeyId: victim.key.id,
+      permitId: decision.permit_id,
+      permitToken: decision.permit_token,
+      revocablePermitId: revocable.permit_id,
+      policySource: (await readBootstrapPolicy(undefined)).source,
+    };
+
+    let checked = 0;
+    for (const credential of await credentials(authority)) {
+      for (const endpoint of ENDPOINTS) {
+        const body = endpoint.body?.(fixture);
         const response = await authority.app.inject({
           method: endpoint.method,
-          url: endpoint.url(victim.key.id),
-          headers: { ...credential.headers, ...(endpoint.body ? { 'content-type': 'application/json' } : {}) },
-          ...(endpoint.body ? { payload: JSON.stringify(endpoint.body) } : {}),
-          ...(credential.remoteAddress ? { remoteAddress: credential.remoteAddress } : {}),
+          url: endpoint.url(fixture),
+          headers: { ...credential.headers, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+          ...(body === undefined ? {} : { payload: JSON.stringify(body) }),
+          ...(!credential.invalid && credential.remoteAddress ? { remoteAddress: credential.remoteAddress } : {}),
         });
-        const label = `${credentialName} → ${endpoint.method} ${endpointName}`;
+        const [status, code] = expected(credential, endpoint);
+        const label = `${credential.name} → ${endpoint.method} ${endpoint.route}`;
         t.equal(response.statusCode, status, label);
         if (code !== null) {
           const envelope = ErrorEnvelope.parse(response.json());
           t.equal(envelope.error, code, `${label}: code`);
           t.equal(envelope.status, status, `${label}: status in body`);
         }
+        checked += 1;
       }
     }
+    t.equal(checked, 22 * ENDPOINTS.length, 'every credential met every endpoint');
   });
 }
 

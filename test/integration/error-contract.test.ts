@@ -228,3 +228,19 @@ t.test('GET /v1/session returns the body the design gives', (t) =>
     t.match(body.expires_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
   }),
 );
+
+t.test('/readyz names the dependency that is not reachable; /healthz still answers', async (t) => {
+  const { RedisStore } = await import('../../shared/store/redis.js');
+  const opened = await embedded!.open();
+  const deadStore = new RedisStore({ url: 'redis://127.0.0.1:1', keyPrefix: 'dead:' });
+  const authority = await createTestAuthority(opened, { store: deadStore });
+  t.teardown(async () => {
+    await authority.close();
+    await deadStore.close();
+    await opened.cleanup();
+  });
+  const ready = await authority.app.inject({ method: 'GET', url: '/readyz' });
+  t.equal(ready.statusCode, 503);
+  t.same(ready.json(), { status: 'unavailable', checks: { database: 'ok', store: 'unavailable' } });
+  t.equal((await authority.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200);
+});

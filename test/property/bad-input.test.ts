@@ -10,13 +10,29 @@ import { ErrorEnvelope } from '../../shared/wire/envelope.js';
 import { createTestAuthority } from '../helpers/authority.js';
 import { appBackends } from '../helpers/backends.js';
 
-const RUNS = 60;
+const RUNS = 40;
 
 const CONTENT_TYPES = [undefined, 'application/json', 'application/json; charset=utf-8', 'text/plain', 'application/octet-stream', 'multipart/form-data; boundary=x', 'application/x-www-form-urlencoded'];
 
 const body = fc.oneof(
   fc.jsonValue().map((value) => JSON.stringify(value)),
   fc.record({ name: fc.jsonValue(), scopes: fc.array(fc.oneof(fc.constantFrom(...SCOPES), fc.string(), fc.jsonValue())), allowed_cidrs: fc.jsonValue(), expires_at: fc.oneof(fc.string(), fc.date({ noInvalidDate: true }).map((d) => d.toISOString())) }, { requiredKeys: [] }).map((value) => JSON.stringify(value)),
+  fc
+    .record(
+      {
+        action_type: fc.oneof(fc.constantFrom('demo.echo', 'payments.wire', 'agent.tool.invoke'), fc.string()),
+        actor_id: fc.oneof(fc.constantFrom('demo-agent', 'finance-bot'), fc.string()),
+        context: fc.oneof(fc.object(), fc.record({ environment: fc.jsonValue(), target: fc.jsonValue(), amount_usd: fc.oneof(fc.double(), fc.jsonValue()), approvals: fc.jsonValue() }, { requiredKeys: [] })),
+        permit_token: fc.string(),
+        request_id: fc.string(),
+        source: fc.string(),
+        document: fc.jsonValue(),
+        permit_id: fc.string(),
+        status: fc.string(),
+      },
+      { requiredKeys: [] },
+    )
+    .map((value) => JSON.stringify(value)),
   fc.uint8Array({ maxLength: 4096 }).map((bytes) => Buffer.from(bytes)),
   fc.string({ maxLength: 512 }),
 );
@@ -36,6 +52,15 @@ t.test('random bodies to every endpoint: never a 5xx, always the envelope', asyn
     headers: { ...authority.bearer(authority.acmeAdmin), 'content-type': 'application/json' },
     payload: { name: 'victim', scopes: ['audit:read'] },
   });
+  const decision = await authority.app.inject({
+    method: 'POST',
+    url: '/v1/evaluate',
+    headers: { ...authority.bearer(authority.acmeAdmin), 'content-type': 'application/json' },
+    payload: { action_type: 'demo.echo', actor_id: 'demo-agent', context: { environment: 'dev', target: { type: 'demo', id: 'p' } } },
+  });
+  const permitId = decision.json().permit_id as string;
+  // Every route the app serves (the authentication matrix checks that list is complete), plus
+  // unknown paths and methods.
   const routes = [
     ['POST', '/v1/api-keys'],
     ['POST', `/v1/api-keys/${victim.json().api_key.id}/revoke`],
@@ -45,6 +70,25 @@ t.test('random bodies to every endpoint: never a 5xx, always the envelope', asyn
     ['GET', '/v1-api-key-self'],
     ['GET', '/healthz'],
     ['GET', '/readyz'],
+    ['POST', '/v1/evaluate'],
+    ['POST', '/v1-evaluate'],
+    ['POST', '/functions/v1/v1-evaluate'],
+    ['POST', '/v1-verify-permit'],
+    ['POST', '/functions/v1/v1-verify-permit'],
+    ['GET', '/v1/permit-keys'],
+    ['GET', '/v1/permits'],
+    ['GET', `/v1/permits/${permitId}`],
+    ['POST', `/v1/permits/${permitId}/revoke`],
+    ['GET', `/v1/permits/${permitId}/proof`],
+    ['POST', '/v1/effects'],
+    ['GET', '/v1/policies'],
+    ['PUT', '/v1/policies'],
+    ['POST', '/v1/policies/validate'],
+    ['GET', '/v1/audit/events'],
+    ['GET', '/v1-audit/events'],
+    ['POST', '/v1/audit/exports'],
+    ['POST', '/v1-audit/exports'],
+    ['GET', '/v1/audit/keys'],
     ['POST', '/v1/evaluate-nothing-here'],
     ['PUT', '/v1/api-keys'],
   ] as const;
