@@ -22,7 +22,8 @@ import type { Clock } from '../time.js';
 
 export type PermitStatus = 'issued' | 'consumed' | 'revoked' | 'expired';
 
-export interface PermitRecord {
+/** What evaluate writes when it issues a permit. */
+export interface NewPermit {
   id: string;
   orgId: string;
   evaluationId: string;
@@ -32,9 +33,12 @@ export interface PermitRecord {
   bindingHash: string;
   boundFacts: Record<string, unknown>;
   kid: string;
-  status: PermitStatus;
   issuedAt: Date;
   expiresAt: Date;
+}
+
+export interface PermitRecord extends NewPermit {
+  status: PermitStatus;
   consumedAt: Date | null;
   revokedAt: Date | null;
   revokedBy: string | null;
@@ -78,20 +82,6 @@ const fromRow = (row: PermitRow, nowMs: number): PermitRecord => ({
   revokedBy: row.revoked_by,
   revocationReason: row.revocation_reason,
 });
-
-export interface NewPermit {
-  id: string;
-  orgId: string;
-  evaluationId: string;
-  requestId: string;
-  actionType: string;
-  actorId: string;
-  bindingHash: string;
-  boundFacts: Record<string, unknown>;
-  kid: string;
-  issuedAt: Date;
-  expiresAt: Date;
-}
 
 export async function getPermit(db: Queryable, orgId: string, id: string, clock: Clock): Promise<PermitRecord | null> {
   const rows = await db.query<PermitRow>('SELECT * FROM permits WHERE org_id = $1 AND id = $2', [orgId, id]);

@@ -515,7 +515,7 @@ function report(log, results, rate) {
   log(table([bare1, bare16, eval1, eval16, open]));
   log(`(cpu: authority and bench process in % of one core, machine in % of all ${availableParallelism()} cores; bench = load generator, or the appender in the bare rows)`);
   log('');
-  log('ratios (evaluations/s ÷ bare appends/s at the same clients and organizations; each evaluation appends 2 events in 1 transaction):');
+  log('ratios (evaluations/s ÷ bare appends/s at the same clients and organizations; each evaluation appends 2 events; concurrent evaluations share a transaction):');
   log(`  1 org:   ${fmt(eval1.perSecond, 0)} / ${fmt(bare1.perSecond, 0)} = ${fmt(eval1.perSecond / bare1.perSecond, 2)}`);
   log(`  16 orgs: ${fmt(eval16.perSecond, 0)} / ${fmt(bare16.perSecond, 0)} = ${fmt(eval16.perSecond / bare16.perSecond, 2)}`);
   log('');
