@@ -27,7 +27,7 @@ const USAGE = `usage: countersign <command> [options]
   keys revoke KEY_ID --org ORG
   keys rotate-signing [--purpose permit|audit]
                                      publish a new signing key; it signs after publish_before_use_seconds
-  audit verify BUNDLE --key PEM [--checkpoint FILE]
+  audit verify BUNDLE --key PEM [--checkpoint FILE [--checkpoint-key PEM]]
                                      verify an exported audit bundle offline (exit 1 on any problem)
 
 Administration commands work on DATABASE_URL, or on the embedded data directory

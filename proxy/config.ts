@@ -1,0 +1,484 @@
+/**
+ * The proxy's configuration: defaults < proxy.yaml < environment, validated with zod. Every bad
+ * field is reported at once, by its dotted path, in one `ProxyConfigError`. Routes come out
+ * compiled: the path pattern parsed, fact sources checked against it (a `{path: x}` source needs
+ * `:x` in the pattern), JSON pointers split, mode and body limit resolved, `needsBody` computed.
+ *
+ * @example
+ *   const config = await loadProxyConfig('config/proxy.yaml', process.env);
+ *   config.listen; // { host: '127.0.0.1', port: 7080 }
+ *   config.routes[0]; // { name: 'echo', methods: ['POST'], path: '/echo/:id', action_type: 'demo.echo',
+ *                     //   mode: 'enforce', needsBody: false, facts: [...], ... }
+ */
+import { readFile } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { normalizeBoundFact } from '../shared/permits/binding.js';
+import { ActionType } from '../shared/wire/evaluate.js';
+import { parseJsonPointer } from './facts.js';
+import { parsePathPattern, type PathPattern } from './routes.js';
+
+export const HTTP_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+export type HttpMethod = (typeof HTTP_METHODS)[number];
+export const PROXY_MODES = ['enforce', 'shadow'] as const;
+export type ProxyMode = (typeof PROXY_MODES)[number];
+/** How a text value (path segment, query, header; a body string) becomes the bound fact. */
+export type TextConversion = 'string' | 'number';
+
+/** Where one fact comes from, compiled. Header names are lower case (node:http's form). */
+export type FactSource =
+  | { readonly kind: 'const'; readonly value: unknown }
+  | { readonly kind: 'path'; readonly name: string; readonly as: TextConversion }
+  | { readonly kind: 'query'; readonly name: string; readonly as: TextConversion }
+  | { readonly kind: 'header'; readonly name: string; readonly as: TextConversion }
+  /** `as: 'number'` also accepts a numeric JSON string; without `as` the JSON value is taken as is. */
+  | { readonly kind: 'body'; readonly pointer: string; readonly tokens: readonly string[]; readonly as: 'number' | undefined }
+  | { readonly kind: 'permit' };
+
+export type RouteFact =
+  | { readonly kind: 'single'; readonly name: string; readonly source: FactSource }
+  | { readonly kind: 'target'; readonly name: 'target'; readonly type: FactSource; readonly id: FactSource };
+
+export interface ProxyRoute {
+  /** Unique; the metric label. */
+  readonly name: string;
+  readonly methods: readonly HttpMethod[];
+  /** The pattern as configured. */
+  readonly path: string;
+  readonly pattern: PathPattern;
+  readonly action_type: string;
+  /** The route's own mode, else the configuration's default. */
+  readonly mode: ProxyMode;
+  /** `actor_id` first, then the others in configuration order. */
+  readonly facts: readonly RouteFact[];
+  readonly max_body_bytes: number;
+  /** A fact comes from the JSON body, so the gate must buffer and parse it. */
+  readonly needsBody: boolean;
+}
+
+const HostPort = z
+  .string()
+  .regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, { message: 'expected host:port, such as 127.0.0.1:7080' })
+  .transform((value) => {
+    const at = value.lastIndexOf(':');
+    const host = value.slice(0, at).replace(/^\[(.*)\]$/, '$1');
+    return { host, port: Number(value.slice(at + 1)) };
+  })
+  .refine((address) => address.port <= 65535, { message: 'port must be at most 65535' });
+
+const HttpUrl = z.string().refine(
+  (value) => {
+    try {
+      const url = new URL(value);
+      return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
+    } catch {
+      return false;
+    }
+  },
+  { message: 'expected an http:// or https:// URL' },
+);
+
+/** A zod error map: says what is missing instead of `expected string, received undefined`. */
+const required = (what: string) => (issue: { input: unknown }) => (issue.input === undefined ? `required: ${what}` : undefined);
+
+const MAX_BODY_LIMIT = 64 * 1024 * 1024;
+const BodyLimit = z.number().int().positive().max(MAX_BODY_LIMIT);
+const DEFAULT_MAX_BODY_BYTES = 65_536;
+
+const Authority = z
+  .object(
+    {
+    url: z.string({ error: required('the authority\'s URL, such as http://127.0.0.1:7070') }).pipe(HttpUrl),
+    /** The proxy's own API key (scope `verify:execute`), one line in a file. */
+    api_key_file: z.string().min(1).optional(),
+    /** Development only: the key inline, where anyone who can read the config can read it. */
+    api_key: z.string().min(1).optional(),
+    },
+    { error: required('{url, api_key_file}: where the authority is and the proxy\'s API key') },
+  )
+  .strict()
+  .refine((authority) => (authority.api_key_file === undefined) !== (authority.api_key === undefined), {
+    message: 'give exactly one of api_key_file and api_key (api_key inline is for development only)',
+  });
+export type ProxyAuthorityConfig = z.infer<typeof Authority>;
+
+const RouteShape = z
+  .object({
+    name: z.string().min(1).max(64).regex(/^[a-z0-9_-]+$/, { message: 'lowercase letters, digits, _ and - only (it is a metric label)' }),
+    match: z
+      .object({
+        method: z.union([z.enum(HTTP_METHODS), z.array(z.enum(HTTP_METHODS)).min(1)], {
+          message: `one of ${HTTP_METHODS.join(', ')}, or a list of them`,
+        }),
+        path: z.string().min(1),
+      })
+      .strict(),
+    action_type: ActionType.refine((value) => !value.includes('*'), { message: 'a route names one action type, without *' }),
+    mode: z.enum(PROXY_MODES).optional(),
+    facts: z.record(z.string(), z.unknown(), { message: 'a mapping from fact name to source' }),
+    max_body_bytes: BodyLimit.optional(),
+  })
+  .strict();
+
+type CompiledRouteInput = Omit<z.output<typeof RouteShape>, 'facts'> & { methods: HttpMethod[]; pattern: PathPattern; facts: RouteFact[] };
+
+/**
+ * Checks one route. By hand rather than as a zod transform because zod skips a transform once a
+ * field has failed, and an operator fixing a config wants the pattern, the fact sources and the
+ * other fields reported together.
+ */
+function compileRoute(raw: unknown, report: Report): CompiledRouteInput | undefined {
+  const shape = RouteShape.safeParse(raw);
+  if (!shape.success) for (const issue of shape.error.issues) report(issue.path as Array<string | number>, issue.message);
+  if (!isPlainObject(raw)) return undefined;
+  const match = raw.match;
+  const patternText = isPlainObject(match) ? match.path : undefined;
+  const pattern = typeof patternText === 'string' ? parsePathPattern(patternText) : undefined;
+  if (pattern !== undefined && 'error' in pattern) report(['match', 'path'], pattern.error);
+  const usablePattern = pattern !== undefined && !('error' in pattern) ? pattern : undefined;
+  const facts = isPlainObject(raw.facts)
+    ? compileFacts(raw.facts, usablePattern, (path, message) => report(['facts', ...path], message))
+    : undefined;
+  if (!shape.success || usablePattern === undefined || facts === undefined) return undefined;
+  const method = shape.data.match.method;
+  const methods = typeof method === 'string' ? [method] : [...new Set(method)];
+  return { ...shape.data, methods, pattern: usablePattern, facts };
+}
+
+const Routes = z
+  .array(z.unknown(), { message: 'a list of routes' })
+  .default([])
+  .transform((raws, ctx) => {
+    const routes: CompiledRouteInput[] = [];
+    const names = new Map<string, number>();
+    raws.forEach((raw, index) => {
+      const route = compileRoute(raw, (path, message) => ctx.addIssue({ code: 'custom', path: [index, ...path], message }));
+      if (route !== undefined) routes.push(route);
+      const name = isPlainObject(raw) ? raw.name : undefined;
+      if (typeof name !== 'string') return;
+      const first = names.get(name);
+      if (first === undefined) names.set(name, index);
+      else ctx.addIssue({ code: 'custom', path: [index, 'name'], message: `duplicate route name (also routes.${first}.name)` });
+    });
+    return routes;
+  });
+
+export const ProxyConfigSchema = z
+  .object({
+    listen: HostPort.default({ host: '127.0.0.1', port: 7080 }),
+    /** Prometheus /metrics and the health probes. */
+    admin_listen: HostPort.default({ host: '127.0.0.1', port: 7081 }),
+    upstream: z.string({ error: required('the URL of the protected system') }).pipe(HttpUrl),
+    authority: Authority,
+    /** The organization id this gate serves; a permit of any other organization is refused. */
+    organization: z.string({ error: required('the id of the organization this gate serves (or COUNTERSIGN_PROXY_ORGANIZATION)') }).min(1),
+    issuer: z.string().min(1).default('countersign'),
+    audience: z.string().min(1).default('countersign:gate'),
+    mode: z.enum(PROXY_MODES).default('enforce'),
+    permit_header: z
+      .string()
+      .regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, { message: 'an HTTP header name' })
+      .default('X-Service-Permit'),
+    unmatched: z.enum(['pass', 'deny']).default('pass'),
+    redis_url: z.string().min(1).optional(),
+    log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    max_body_bytes: BodyLimit.default(DEFAULT_MAX_BODY_BYTES),
+    routes: Routes,
+  })
+  .strict()
+  .transform((config) => {
+    const routes: ProxyRoute[] = config.routes.map((route) => ({
+      name: route.name,
+      methods: route.methods,
+      path: route.match.path,
+      pattern: route.pattern,
+      action_type: route.action_type,
+      mode: route.mode ?? config.mode,
+      facts: route.facts,
+      max_body_bytes: route.max_body_bytes ?? config.max_body_bytes,
+      needsBody: route.facts.some(usesBody),
+    }));
+    return {
+      ...config,
+      // Lower case once: node:http hands header names over in lower case.
+      permit_header: config.permit_header.toLowerCase(),
+      routes,
+    };
+  });
+
+export type ProxyConfig = z.output<typeof ProxyConfigSchema>;
+export type ProxyConfigInput = z.input<typeof ProxyConfigSchema>;
+
+/** A configuration problem, with the dotted path of every bad field. */
+export class ProxyConfigError extends Error {
+  readonly code = 'PROXY_CONFIG_INVALID' as const;
+
+  constructor(message: string) {
+    super(message);
+    this.name = 'ProxyConfigError';
+  }
+}
+
+function formatIssues(source: string, error: z.ZodError): string {
+  const lines = error.issues.map((issue) => {
+    const path = issue.path.length > 0 ? issue.path.join('.') : '(root)';
+    return `  ${path}: ${issue.message}`;
+  });
+  return `${source} is invalid:\n${lines.join('\n')}`;
+}
+
+/** Parses an already-assembled object (tests and hot reload build configurations this way). */
+export function parseProxyConfig(input: unknown, source = 'proxy configuration'): ProxyConfig {
+  const result = ProxyConfigSchema.safeParse(input);
+  if (!result.success) throw new ProxyConfigError(formatIssues(source, result.error));
+  return result.data;
+}
+
+/** Environment variables that override a top-level key of the file. */
+export const PROXY_ENV_OVERRIDES: ReadonlyArray<readonly [env: string, key: string]> = [
+  ['COUNTERSIGN_PROXY_LISTEN', 'listen'],
+  ['COUNTERSIGN_PROXY_ADMIN_LISTEN', 'admin_listen'],
+  ['COUNTERSIGN_PROXY_UPSTREAM', 'upstream'],
+  ['COUNTERSIGN_PROXY_ORGANIZATION', 'organization'],
+  ['COUNTERSIGN_PROXY_MODE', 'mode'],
+  ['COUNTERSIGN_LOG_LEVEL', 'log_level'],
+  ['REDIS_URL', 'redis_url'],
+];
+
+/** Reads, parses and validates proxy.yaml, then applies `PROXY_ENV_OVERRIDES` from `env`. */
+export async function loadProxyConfig(file: string, env: NodeJS.ProcessEnv = process.env): Promise<ProxyConfig> {
+  let text: string;
+  try {
+    text = await readFile(resolve(file), 'utf8');
+  } catch (error) {
+    throw new ProxyConfigError(`cannot read ${file}: ${(error as Error).message}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = parseYaml(text);
+  } catch (error) {
+    throw new ProxyConfigError(`${file} is not valid YAML: ${(error as Error).message}`);
+  }
+  let fromFile: Record<string, unknown> = {};
+  if (parsed !== null && parsed !== undefined) {
+    if (typeof parsed !== 'object' || Array.isArray(parsed)) throw new ProxyConfigError(`${file} must hold a mapping`);
+    fromFile = parsed as Record<string, unknown>;
+  }
+  const merged: Record<string, unknown> = { ...fromFile };
+  for (const [name, key] of PROXY_ENV_OVERRIDES) {
+    const value = env[name];
+    if (value !== undefined && value !== '') merged[key] = value;
+  }
+  const authorityUrl = env.COUNTERSIGN_PROXY_AUTHORITY_URL;
+  if (authorityUrl !== undefined && authorityUrl !== '') {
+    const authority = typeof merged.authority === 'object' && merged.authority !== null ? merged.authority : {};
+    merged.authority = { ...authority, url: authorityUrl };
+  }
+  return parseProxyConfig(merged, file);
+}
+
+/**
+ * The proxy's API key: `api_key`, or the first line of `api_key_file` (relative to the working
+ * directory). Read when needed, not at load: the file may be written after the config is checked.
+ */
+export async function readProxyApiKey(authority: ProxyAuthorityConfig): Promise<string> {
+  if (authority.api_key !== undefined) return authority.api_key;
+  const file = authority.api_key_file!;
+  let text: string;
+  try {
+    text = await readFile(resolve(file), 'utf8');
+  } catch (error) {
+    throw new ProxyConfigError(`authority.api_key_file: cannot read ${file}: ${(error as Error).message}`);
+  }
+  const key = text.split(/\r?\n/, 1)[0]!.trim();
+  if (key === '') throw new ProxyConfigError(`authority.api_key_file: ${file} is empty`);
+  return key;
+}
+
+// ---- fact sources ----
+
+type Report = (path: Array<string | number>, message: string) => void;
+
+/** What a fact must canonically be, so a source that can never produce it is caught at load. */
+type FactShape = 'string' | 'number' | 'target' | 'json';
+
+const SOURCE_KEYS = ['const', 'path', 'query', 'header', 'body', 'permit'] as const;
+const SOURCE_HELP = 'a fact source is one of {const: value}, {path: param}, {query: name}, {header: name}, {body: /json/pointer}, or {permit: true} for actor_id';
+/** Names that cannot be bound (see shared/permits/binding.ts), or that the route supplies. */
+const RESERVED_FACTS: Record<string, string> = {
+  v: 'reserved by the binding hash envelope',
+  org: 'reserved by the binding hash envelope (the organization is the configuration\'s)',
+  __proto__: 'cannot be bound',
+  action_type: "comes from the route's action_type",
+};
+
+function shapeOf(name: string): FactShape {
+  switch (name) {
+    case 'actor_id':
+    case 'environment':
+    case 'account_code':
+      return 'string';
+    case 'amount_usd':
+      return 'number';
+    case 'target':
+      return 'target';
+    default:
+      return 'json';
+  }
+}
+
+function compileFacts(raw: Record<string, unknown>, pattern: PathPattern | undefined, report: Report): RouteFact[] | undefined {
+  let ok = true;
+  const fail: Report = (path, message) => {
+    ok = false;
+    report(path, message);
+  };
+  const facts: RouteFact[] = [];
+  if (!Object.hasOwn(raw, 'actor_id')) {
+    fail(['actor_id'], 'required: where the actor comes from, such as {header: X-Actor-Id} or {permit: true}');
+  }
+  for (const name of Object.keys(raw)) {
+    const value = raw[name];
+    if (Object.hasOwn(RESERVED_FACTS, name)) {
+      fail([name], RESERVED_FACTS[name]!);
+      continue;
+    }
+    if (name === '') {
+      fail([name], 'a fact name cannot be empty');
+      continue;
+    }
+    const shape = shapeOf(name);
+    if (shape === 'target' && isPlainObject(value) && (Object.hasOwn(value, 'type') || Object.hasOwn(value, 'id'))) {
+      const extra = Object.keys(value).filter((key) => key !== 'type' && key !== 'id');
+      for (const key of extra) fail([name, key], 'target has only type and id');
+      const type = compileSource(value.type, ['target', 'type'], 'target.type', 'string', pattern, fail);
+      const id = compileSource(value.id, ['target', 'id'], 'target.id', 'string', pattern, fail);
+      if (type !== undefined && id !== undefined) facts.push({ kind: 'target', name: 'target', type, id });
+      continue;
+    }
+    const source = compileSource(value, [name], name, shape, pattern, fail);
+    if (source === undefined) continue;
+    const fact: RouteFact = { kind: 'single', name, source };
+    if (name === 'actor_id') facts.unshift(fact);
+    else facts.push(fact);
+  }
+  return ok ? facts : undefined;
+}
+
+function compileSource(
+  raw: unknown,
+  path: Array<string | number>,
+  fact: string,
+  shape: FactShape,
+  pattern: PathPattern | undefined,
+  fail: Report,
+): FactSource | undefined {
+  if (!isPlainObject(raw)) {
+    fail(path, raw === undefined ? `required; ${SOURCE_HELP}` : SOURCE_HELP);
+    return undefined;
+  }
+  const kinds = SOURCE_KEYS.filter((key) => Object.hasOwn(raw, key));
+  const unknown = Object.keys(raw).filter((key) => key !== 'as' && !(SOURCE_KEYS as readonly string[]).includes(key));
+  if (unknown.length > 0 || kinds.length !== 1) {
+    for (const key of unknown) fail([...path, key], `unknown key; ${SOURCE_HELP}`);
+    if (kinds.length !== 1) fail(path, kinds.length === 0 ? SOURCE_HELP : `give exactly one of ${kinds.join(', ')}`);
+    return undefined;
+  }
+  const kind = kinds[0]!;
+  const argument = raw[kind];
+  const as = raw.as;
+  if (as !== undefined && as !== 'number' && as !== 'string') {
+    fail([...path, 'as'], 'as is number or string');
+    return undefined;
+  }
+  if (as !== undefined && (kind === 'const' || kind === 'permit')) {
+    fail([...path, 'as'], `as converts text; it does not apply to a ${kind} source`);
+    return undefined;
+  }
+  if (as === 'number' && shape === 'string') {
+    fail([...path, 'as'], `${fact} is bound as a string`);
+    return undefined;
+  }
+  if (as === 'string' && shape === 'number') {
+    fail([...path, 'as'], `${fact} is bound as a number (a numeric string never matches)`);
+    return undefined;
+  }
+  if (shape === 'target' && (kind === 'path' || kind === 'query' || kind === 'header')) {
+    fail(path, 'target is {type, id}: give target as {type: <source>, id: <source>}');
+    return undefined;
+  }
+  // amount_usd from text must become a number; everything else stays the text it was.
+  const textAs: TextConversion = (as as TextConversion | undefined) ?? (shape === 'number' ? 'number' : 'string');
+  switch (kind) {
+    case 'const': {
+      try {
+        const canonical = fact === 'target.type' || fact === 'target.id' ? normalizeBoundFact('environment', argument) : normalizeBoundFact(fact, argument);
+        return { kind: 'const', value: canonical };
+      } catch (error) {
+        fail([...path, 'const'], `not a valid ${fact}: ${(error as Error).message.replace(/^bound fact "[^"]*": /, '')}`);
+        return undefined;
+      }
+    }
+    case 'path': {
+      if (typeof argument !== 'string' || argument === '') {
+        fail([...path, 'path'], 'the name of a path parameter');
+        return undefined;
+      }
+      // Without a usable pattern its own error is reported; the parameter cannot be checked.
+      if (pattern === undefined) return undefined;
+      if (!pattern.params.includes(argument)) {
+        fail([...path, 'path'], `no such parameter in ${pattern.source}`);
+        return undefined;
+      }
+      return { kind: 'path', name: argument, as: textAs };
+    }
+    case 'query':
+    case 'header': {
+      if (typeof argument !== 'string' || argument === '') {
+        fail([...path, kind], `the name of a ${kind === 'query' ? 'query parameter' : 'header'}`);
+        return undefined;
+      }
+      if (kind === 'header' && !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(argument)) {
+        fail([...path, 'header'], 'not an HTTP header name');
+        return undefined;
+      }
+      return kind === 'header' ? { kind, name: argument.toLowerCase(), as: textAs } : { kind, name: argument, as: textAs };
+    }
+    case 'body': {
+      if (as === 'string') {
+        fail([...path, 'as'], 'a body value is already typed JSON; only as: number (to read a numeric string) applies');
+        return undefined;
+      }
+      if (typeof argument !== 'string') {
+        fail([...path, 'body'], 'a JSON Pointer (RFC 6901), such as /amount or /target/id');
+        return undefined;
+      }
+      try {
+        return { kind: 'body', pointer: argument, tokens: parseJsonPointer(argument), as: as === 'number' ? 'number' : undefined };
+      } catch (error) {
+        fail([...path, 'body'], (error as Error).message);
+        return undefined;
+      }
+    }
+    case 'permit': {
+      if (fact !== 'actor_id') {
+        fail([...path, 'permit'], 'only actor_id can be taken from the permit');
+        return undefined;
+      }
+      if (argument !== true) {
+        fail([...path, 'permit'], 'permit: true');
+        return undefined;
+      }
+      return { kind: 'permit' };
+    }
+  }
+}
+
+function usesBody(fact: RouteFact): boolean {
+  return fact.kind === 'target' ? fact.type.kind === 'body' || fact.id.kind === 'body' : fact.source.kind === 'body';
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

@@ -1,0 +1,283 @@
+/** Proxy configuration: defaults, the example file, environment overrides, and errors that name every bad field. */
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { loadProxyConfig, parseProxyConfig, ProxyConfigError, readProxyApiKey } from '../../proxy/config.js';
+
+const tempFile = async (name: string, text: string) => {
+  const file = join(await mkdtemp(join(tmpdir(), 'cs-proxy-config-')), name);
+  await writeFile(file, text);
+  return file;
+};
+
+const minimal = {
+  upstream: 'http://127.0.0.1:7090',
+  authority: { url: 'http://127.0.0.1:7070', api_key_file: './k' },
+  organization: 'org_1',
+};
+
+const echoRoute = {
+  name: 'echo',
+  match: { method: 'POST', path: '/echo/:id' },
+  action_type: 'demo.echo',
+  facts: { actor_id: { header: 'X-Actor-Id' }, environment: { const: 'dev' }, target: { type: { const: 'demo' }, id: { path: 'id' } } },
+};
+
+const errorOf = (input: unknown): string => {
+  try {
+    parseProxyConfig(input);
+  } catch (error) {
+    if (error instanceof ProxyConfigError) {
+      t.equal(error.code, 'PROXY_CONFIG_INVALID');
+      return error.message;
+    }
+    throw error;
+  }
+  throw new Error('expected a ProxyConfigError');
+};
+
+t.test('defaults', async (t) => {
+  const config = parseProxyConfig(minimal);
+  t.same(config.listen, { host: '127.0.0.1', port: 7080 });
+  t.same(config.admin_listen, { host: '127.0.0.1', port: 7081 });
+  t.equal(config.issuer, 'countersign');
+  t.equal(config.audience, 'countersign:gate');
+  t.equal(config.mode, 'enforce');
+  t.equal(config.permit_header, 'x-service-permit', 'lower case, as node:http gives header names');
+  t.equal(config.unmatched, 'pass');
+  t.equal(config.max_body_bytes, 65536);
+  t.equal(config.redis_url, undefined);
+  t.same(config.routes, []);
+});
+
+t.test('routes inherit mode and body limit, and say whether they need the body', async (t) => {
+  const config = parseProxyConfig({
+    ...minimal,
+    mode: 'shadow',
+    max_body_bytes: 1000,
+    routes: [
+      echoRoute,
+      {
+        name: 'wire',
+        match: { method: ['POST', 'PUT', 'POST'], path: '/payments/:account/wire' },
+        action_type: 'payment.wire',
+        mode: 'enforce',
+        max_body_bytes: 20,
+        facts: { actor_id: { permit: true }, amount_usd: { body: '/amount' }, account_code: { path: 'account' }, memo: { query: 'memo' } },
+      },
+    ],
+  });
+  const [echo, wire] = config.routes;
+  t.equal(echo!.mode, 'shadow');
+  t.equal(echo!.max_body_bytes, 1000);
+  t.equal(echo!.needsBody, false);
+  t.same(echo!.methods, ['POST']);
+  t.equal(wire!.mode, 'enforce');
+  t.equal(wire!.max_body_bytes, 20);
+  t.equal(wire!.needsBody, true);
+  t.same(wire!.methods, ['POST', 'PUT'], 'duplicates dropped');
+  t.same(
+    wire!.facts.map((fact) => fact.name),
+    ['actor_id', 'amount_usd', 'account_code', 'memo'],
+  );
+  const amount = wire!.facts[1]!;
+  t.same(amount.kind === 'single' && amount.source, { kind: 'body', pointer: '/amount', tokens: ['amount'], as: undefined });
+});
+
+t.test('the example config/proxy.yaml is valid', async (t) => {
+  const config = await loadProxyConfig('config/proxy.yaml', {});
+  t.equal(config.upstream, 'http://127.0.0.1:7090');
+  t.same(config.authority, { url: 'http://127.0.0.1:7070', api_key_file: './.countersign/proxy.key' });
+  t.equal(config.mode, 'enforce');
+  t.equal(config.unmatched, 'pass');
+  t.equal(config.routes.length, 1);
+  const echo = config.routes[0]!;
+  t.equal(echo.name, 'echo');
+  t.equal(echo.action_type, 'demo.echo');
+  t.same(echo.methods, ['POST']);
+  t.equal(echo.path, '/echo/:id');
+  t.same(echo.facts, [
+    { kind: 'single', name: 'actor_id', source: { kind: 'header', name: 'x-actor-id', as: 'string' } },
+    { kind: 'single', name: 'environment', source: { kind: 'const', value: 'dev' } },
+    { kind: 'target', name: 'target', type: { kind: 'const', value: 'demo' }, id: { kind: 'path', name: 'id', as: 'string' } },
+  ]);
+});
+
+t.test('the commented payments route of the example is valid too', async (t) => {
+  const { readFile } = await import('node:fs/promises');
+  const text = await readFile('config/proxy.yaml', 'utf8');
+  const lines = text.split('\n');
+  const from = lines.findIndex((line) => line.includes('- name: payments-wire'));
+  t.ok(from > 0, 'the example has it');
+  const uncommented = lines.map((line, i) => (i >= from && line.startsWith('  # ') ? `  ${line.slice(4)}` : line)).join('\n');
+  const config = await loadProxyConfig(await tempFile('proxy.yaml', uncommented), {});
+  const wire = config.routes.find((route) => route.name === 'payments-wire');
+  t.equal(wire?.mode, 'shadow');
+  t.equal(wire?.needsBody, true);
+  t.equal(wire?.max_body_bytes, 16384);
+});
+
+t.test('environment overrides: REDIS_URL, COUNTERSIGN_PROXY_ORGANIZATION and the others', async (t) => {
+  const config = await loadProxyConfig('config/proxy.yaml', {
+    REDIS_URL: 'redis://r:6379',
+    COUNTERSIGN_PROXY_ORGANIZATION: '3f0c0000-0000-4000-8000-000000000001',
+    COUNTERSIGN_PROXY_LISTEN: '0.0.0.0:8080',
+    COUNTERSIGN_PROXY_MODE: 'shadow',
+    COUNTERSIGN_PROXY_AUTHORITY_URL: 'https://authority.internal',
+  });
+  t.equal(config.redis_url, 'redis://r:6379');
+  t.equal(config.organization, '3f0c0000-0000-4000-8000-000000000001');
+  t.same(config.listen, { host: '0.0.0.0', port: 8080 });
+  t.equal(config.mode, 'shadow');
+  t.equal(config.routes[0]!.mode, 'shadow', 'the default mode reaches routes without their own');
+  t.same(config.authority, { url: 'https://authority.internal', api_key_file: './.countersign/proxy.key' });
+  const file = await tempFile('proxy.yaml', 'upstream: http://u\nauthority: { url: http://a, api_key: k }\n');
+  await t.rejects(loadProxyConfig(file, {}), /organization: required/);
+  const viaEnv = await loadProxyConfig(file, { COUNTERSIGN_PROXY_ORGANIZATION: 'org_9', REDIS_URL: '' });
+  t.equal(viaEnv.organization, 'org_9');
+  t.equal(viaEnv.redis_url, undefined, 'an empty variable is unset');
+});
+
+t.test('file problems', async (t) => {
+  await t.rejects(loadProxyConfig('/nonexistent/proxy.yaml', {}), /cannot read/);
+  await t.rejects(loadProxyConfig(await tempFile('p.yaml', 'routes: [unclosed'), {}), /not valid YAML/);
+  await t.rejects(loadProxyConfig(await tempFile('p.yaml', '- a list'), {}), /must hold a mapping/);
+  await t.rejects(loadProxyConfig(await tempFile('p.yaml', ''), {}), /upstream: required/);
+});
+
+t.test('every bad top-level field is reported, by path, at once', async (t) => {
+  const message = errorOf({
+    listen: 'nowhere',
+    admin_listen: '127.0.0.1:99999',
+    upstream: 'ftp://files',
+    authority: { url: 'http://a', api_key: 'k', api_key_file: 'f' },
+    mode: 'loud',
+    unmatched: 'maybe',
+    permit_header: 'not a header',
+    max_body_bytes: -1,
+    surprise: 1,
+  });
+  for (const expected of [
+    /listen: expected host:port/,
+    /admin_listen: port must be at most 65535/,
+    /upstream: expected an http:\/\/ or https:\/\/ URL/,
+    /authority: give exactly one of api_key_file and api_key/,
+    /organization: required/,
+    /mode: /,
+    /unmatched: /,
+    /permit_header: an HTTP header name/,
+    /max_body_bytes: /,
+    /surprise/,
+  ]) {
+    t.match(message, expected);
+  }
+  t.match(errorOf({ ...minimal, authority: undefined }), /authority: required/);
+  t.match(errorOf({ ...minimal, authority: { api_key_file: 'k' } }), /authority\.url: required/);
+});
+
+t.test('every bad route field is reported, by path, at once', async (t) => {
+  const message = errorOf({
+    ...minimal,
+    routes: [
+      {
+        name: 'Bad Name',
+        match: { method: 'OPTIONS', path: '/echo/:id' },
+        action_type: 'Demo',
+        mode: 'sometimes',
+        max_body_bytes: 0,
+        extra: true,
+        facts: { actor_id: { header: 'X-Actor-Id' }, target: { type: { const: 'demo' }, id: { path: 'nope' } } },
+      },
+      { name: 'p', match: { method: 'GET', path: 'no-slash' }, action_type: 'a.b', facts: { actor_id: { header: 'X' } } },
+      { name: 'q', match: { method: 'GET', path: '/a/*/b' }, action_type: 'a.b', facts: { actor_id: { header: 'X' } } },
+      { name: 'r', match: { method: 'GET', path: '/a/:x/:x' }, action_type: 'a.b', facts: { actor_id: { header: 'X' } } },
+      {
+        name: 's',
+        match: { method: 'GET', path: '/a/:x' },
+        action_type: 'a.b',
+        facts: {
+          environment: { const: 3 },
+          amount_usd: { query: 'amount', as: 'string' },
+          account_code: { header: 'X-Account', as: 'number' },
+          limit: { permit: true },
+          where: { path: 'x', query: 'y' },
+          how: { cookie: 'c' },
+          ptr: { body: 'amount' },
+          esc: { body: '/a~2' },
+          org: { const: 'x' },
+          action_type: { const: 'x' },
+          target: { header: 'X-Target' },
+          when: 'now',
+          cost: { const: -5, as: 'number' },
+          neg: { const: Number.NaN },
+        },
+      },
+      { name: 't', match: { method: 'GET', path: '/t' }, action_type: 'a.b', facts: { amount_usd: { const: -1 }, target: { type: { const: 1 }, id: { query: 'i' }, kind: { const: 'x' } } } },
+    ],
+  });
+  for (const expected of [
+    /routes\.0\.name: lowercase letters/,
+    /routes\.0\.match\.method: one of GET, POST, PUT, PATCH, DELETE/,
+    /routes\.0\.action_type: dotted lowercase/,
+    /routes\.0\.mode: /,
+    /routes\.0\.max_body_bytes: /,
+    /routes\.0: Unrecognized key: "extra"/,
+    /routes\.0\.facts\.target\.id\.path: no such parameter in \/echo\/:id/,
+    /routes\.1\.match\.path: a path pattern starts with \//,
+    /routes\.2\.match\.path: \* is only allowed as the last segment/,
+    /routes\.3\.match\.path: parameter :x appears twice/,
+    /routes\.4\.facts\.actor_id: required/,
+    /routes\.4\.facts\.environment\.const: not a valid environment: must be a string/,
+    /routes\.4\.facts\.amount_usd\.as: amount_usd is bound as a number/,
+    /routes\.4\.facts\.account_code\.as: account_code is bound as a string/,
+    /routes\.4\.facts\.limit\.permit: only actor_id can be taken from the permit/,
+    /routes\.4\.facts\.where: give exactly one of path, query/,
+    /routes\.4\.facts\.how\.cookie: unknown key/,
+    /routes\.4\.facts\.ptr\.body: a JSON Pointer starts with \//,
+    /routes\.4\.facts\.esc\.body: .*~ must be followed by 0 or 1/,
+    /routes\.4\.facts\.org: reserved/,
+    /routes\.4\.facts\.action_type: comes from the route's action_type/,
+    /routes\.4\.facts\.target: target is \{type, id\}/,
+    /routes\.4\.facts\.when: a fact source is one of/,
+    /routes\.4\.facts\.cost\.as: as converts text/,
+    /routes\.4\.facts\.neg\.const: not a valid neg/,
+    /routes\.5\.facts\.actor_id: required/,
+    /routes\.5\.facts\.amount_usd\.const: not a valid amount_usd: must be a finite number >= 0/,
+    /routes\.5\.facts\.target\.kind: target has only type and id/,
+    /routes\.5\.facts\.target\.type\.const: not a valid target\.type/,
+  ]) {
+    t.match(message, expected);
+  }
+});
+
+t.test('duplicate route names', async (t) => {
+  const message = errorOf({ ...minimal, routes: [echoRoute, { ...echoRoute, match: { method: 'GET', path: '/x' }, facts: { actor_id: { permit: true } } }, echoRoute] });
+  t.match(message, /routes\.1\.name: duplicate route name \(also routes\.0\.name\)/);
+  t.match(message, /routes\.2\.name: duplicate route name \(also routes\.0\.name\)/);
+  t.match(
+    errorOf({ ...minimal, routes: [echoRoute, { ...echoRoute, name: 'Echo' }, { ...echoRoute, facts: {} }] }),
+    /routes\.2\.name: duplicate route name/,
+    'reported together with the other route errors',
+  );
+});
+
+t.test('a path source must name a parameter of the pattern; * names the wildcard', async (t) => {
+  t.match(
+    errorOf({ ...minimal, routes: [{ ...echoRoute, facts: { actor_id: { path: 'user' } } }] }),
+    /routes\.0\.facts\.actor_id\.path: no such parameter in \/echo\/:id/,
+  );
+  const config = parseProxyConfig({
+    ...minimal,
+    routes: [{ name: 'files', match: { method: 'GET', path: '/files/*' }, action_type: 'data.release', facts: { actor_id: { permit: true }, path: { path: '*' } } }],
+  });
+  t.same(config.routes[0]!.pattern.params, ['*']);
+});
+
+t.test('the API key: from its file (first line), or inline', async (t) => {
+  const file = await tempFile('proxy.key', 'ask_test_abc\n');
+  t.equal(await readProxyApiKey({ url: 'http://a', api_key_file: file }), 'ask_test_abc');
+  t.equal(await readProxyApiKey({ url: 'http://a', api_key: 'inline' }), 'inline');
+  await t.rejects(readProxyApiKey({ url: 'http://a', api_key_file: '/nonexistent/key' }), /authority\.api_key_file: cannot read/);
+  await t.rejects(readProxyApiKey({ url: 'http://a', api_key_file: await tempFile('empty.key', '\n') }), /is empty/);
+});
