@@ -149,6 +149,16 @@ export class MemoryStore implements SharedStore {
     return entries.slice(lo, lo + count).map((e) => ({ id: e.id, fields: { ...e.fields } }));
   }
 
+  async trimRecords(stream: string, upToId: string): Promise<void> {
+    this.#assertOpen();
+    const entries = this.#streams.get(stream);
+    if (!entries) return;
+    const upTo = parseStreamId(upToId);
+    const keep = entries.filter((entry) => compareIds(entry, upTo) > 0);
+    if (keep.length === 0) this.#streams.delete(stream);
+    else this.#streams.set(stream, keep);
+  }
+
   async ping(): Promise<void> {
     this.#assertOpen();
   }

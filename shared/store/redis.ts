@@ -219,6 +219,14 @@ export class RedisStore implements SharedStore {
     });
   }
 
+  async trimRecords(stream: string, upToId: string): Promise<void> {
+    const match = /^(\d+)-(\d+)$/.exec(upToId);
+    if (!match) throw new RangeError(`invalid stream id: ${JSON.stringify(upToId)}`);
+    // XTRIM MINID keeps ids >= the threshold: the threshold is the id right after upToId.
+    const threshold = `${match[1]}-${BigInt(match[2] as string) + 1n}`;
+    await this.#run((client) => client.xtrim(this.#key('stream', stream), 'MINID', threshold));
+  }
+
   async ping(): Promise<void> {
     await this.#run((client) => client.ping());
   }

@@ -300,6 +300,19 @@ function sharedStoreSuite(t: Test, open: StoreFactory): void {
     t.same((await store.readRecords('audit:{org_2}', '0', 10))[0]?.fields, { n: 'x', kind: 'other' });
   });
 
+  t.test('records: trimming removes exactly the records up to an id', async (t) => {
+    const { store } = open(t);
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push(await store.appendRecord('drain:{org_1}', { n: String(i) }));
+    await store.trimRecords('drain:{org_1}', ids[2]!);
+    t.same((await store.readRecords('drain:{org_1}', '0', 10)).map((r) => r.id), ids.slice(3), 'the drained records are gone, the rest stay');
+    await store.trimRecords('drain:{org_1}', ids[4]!);
+    t.same(await store.readRecords('drain:{org_1}', '0', 10), [], 'trimming everything empties the stream');
+    const next = await store.appendRecord('drain:{org_1}', { n: '5' });
+    t.same((await store.readRecords('drain:{org_1}', '0', 10)).map((r) => r.id), [next], 'and it takes new records');
+    await t.resolves(store.trimRecords('never-written:{org_1}', ids[0]!), 'trimming an unknown stream is a no-op');
+  });
+
   t.test('ping resolves while the store is up', async (t) => {
     const { store } = open(t);
     await t.resolves(store.ping());
