@@ -5,23 +5,15 @@
  *   const config = await loadAuthorityConfig({ file: 'config/authority.yaml', env: process.env });
  *   config.listen; // { host: '127.0.0.1', port: 7070 }
  */
-import { readFile } from 'node:fs/promises';
-import { resolve } from 'node:path';
-import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { formatIssues, hostPort, readConfigMapping, withEnvOverrides } from '../shared/config-file.js';
+
+export { formatIssues };
 
 export const PLANS = ['community', 'team', 'business', 'enterprise'] as const;
 export type Plan = (typeof PLANS)[number];
 
-const HostPort = z
-  .string()
-  .regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, { message: 'expected host:port, such as 127.0.0.1:7070' })
-  .transform((value) => {
-    const at = value.lastIndexOf(':');
-    const host = value.slice(0, at).replace(/^\[(.*)\]$/, '$1');
-    return { host, port: Number(value.slice(at + 1)) };
-  })
-  .refine((address) => address.port <= 65535, { message: 'port must be at most 65535' });
+const HostPort = hostPort('127.0.0.1:7070');
 
 const Bucket = z
   .object({
@@ -141,14 +133,6 @@ export class ConfigError extends Error {
   readonly code = 'CONFIG_INVALID';
 }
 
-export function formatIssues(source: string, error: z.ZodError): string {
-  const lines = error.issues.map((issue) => {
-    const path = issue.path.length > 0 ? issue.path.join('.') : '(root)';
-    return `  ${path}: ${issue.message}`;
-  });
-  return `${source} is invalid:\n${lines.join('\n')}`;
-}
-
 /** Parses an already-assembled object (tests build configurations this way). */
 export function parseAuthorityConfig(input: unknown, source = 'configuration'): AuthorityConfig {
   const result = AuthorityConfig.safeParse(input);
@@ -175,30 +159,8 @@ export interface LoadOptions {
 export async function loadAuthorityConfig(options: LoadOptions = {}): Promise<AuthorityConfig> {
   const env = options.env ?? process.env;
   const file = options.file ?? env.COUNTERSIGN_CONFIG;
-  let fromFile: Record<string, unknown> = {};
-  if (file !== undefined && file !== '') {
-    let text: string;
-    try {
-      text = await readFile(resolve(file), 'utf8');
-    } catch (error) {
-      throw new ConfigError(`cannot read ${file}: ${(error as Error).message}`);
-    }
-    let parsed: unknown;
-    try {
-      parsed = parseYaml(text);
-    } catch (error) {
-      throw new ConfigError(`${file} is not valid YAML: ${(error as Error).message}`);
-    }
-    if (parsed !== null && parsed !== undefined) {
-      if (typeof parsed !== 'object' || Array.isArray(parsed)) throw new ConfigError(`${file} must hold a mapping`);
-      fromFile = parsed as Record<string, unknown>;
-    }
-  }
-  const merged: Record<string, unknown> = { ...fromFile };
-  for (const [name, key] of ENV_OVERRIDES) {
-    const value = env[name];
-    if (value !== undefined && value !== '') merged[key] = value;
-  }
+  const fromFile = file !== undefined && file !== '' ? await readConfigMapping(file, (message) => new ConfigError(message)) : {};
+  const merged = withEnvOverrides(fromFile, ENV_OVERRIDES, env);
   if (env.COUNTERSIGN_ALLOW_IN_PROCESS_STORE === '1' || env.COUNTERSIGN_ALLOW_IN_PROCESS_STORE === 'true') {
     merged.allow_in_process_store = true;
   }

@@ -12,8 +12,8 @@
  */
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
+import { formatIssues, hostPort, readConfigMapping, withEnvOverrides } from '../shared/config-file.js';
 import { normalizeBoundFact } from '../shared/permits/binding.js';
 import { ActionType } from '../shared/wire/evaluate.js';
 import { parseJsonPointer } from './facts.js';
@@ -57,15 +57,7 @@ export interface ProxyRoute {
   readonly needsBody: boolean;
 }
 
-const HostPort = z
-  .string()
-  .regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, { message: 'expected host:port, such as 127.0.0.1:7080' })
-  .transform((value) => {
-    const at = value.lastIndexOf(':');
-    const host = value.slice(0, at).replace(/^\[(.*)\]$/, '$1');
-    return { host, port: Number(value.slice(at + 1)) };
-  })
-  .refine((address) => address.port <= 65535, { message: 'port must be at most 65535' });
+const HostPort = hostPort('127.0.0.1:7080');
 
 const HttpUrl = z.string().refine(
   (value) => {
@@ -220,14 +212,6 @@ export class ProxyConfigError extends Error {
   }
 }
 
-function formatIssues(source: string, error: z.ZodError): string {
-  const lines = error.issues.map((issue) => {
-    const path = issue.path.length > 0 ? issue.path.join('.') : '(root)';
-    return `  ${path}: ${issue.message}`;
-  });
-  return `${source} is invalid:\n${lines.join('\n')}`;
-}
-
 /** Parses an already-assembled object (tests and hot reload build configurations this way). */
 export function parseProxyConfig(input: unknown, source = 'proxy configuration'): ProxyConfig {
   const result = ProxyConfigSchema.safeParse(input);
@@ -248,28 +232,8 @@ export const PROXY_ENV_OVERRIDES: ReadonlyArray<readonly [env: string, key: stri
 
 /** Reads, parses and validates proxy.yaml, then applies `PROXY_ENV_OVERRIDES` from `env`. */
 export async function loadProxyConfig(file: string, env: NodeJS.ProcessEnv = process.env): Promise<ProxyConfig> {
-  let text: string;
-  try {
-    text = await readFile(resolve(file), 'utf8');
-  } catch (error) {
-    throw new ProxyConfigError(`cannot read ${file}: ${(error as Error).message}`);
-  }
-  let parsed: unknown;
-  try {
-    parsed = parseYaml(text);
-  } catch (error) {
-    throw new ProxyConfigError(`${file} is not valid YAML: ${(error as Error).message}`);
-  }
-  let fromFile: Record<string, unknown> = {};
-  if (parsed !== null && parsed !== undefined) {
-    if (typeof parsed !== 'object' || Array.isArray(parsed)) throw new ProxyConfigError(`${file} must hold a mapping`);
-    fromFile = parsed as Record<string, unknown>;
-  }
-  const merged: Record<string, unknown> = { ...fromFile };
-  for (const [name, key] of PROXY_ENV_OVERRIDES) {
-    const value = env[name];
-    if (value !== undefined && value !== '') merged[key] = value;
-  }
+  const fromFile = await readConfigMapping(file, (message) => new ProxyConfigError(message));
+  const merged = withEnvOverrides(fromFile, PROXY_ENV_OVERRIDES, env);
   const authorityUrl = env.COUNTERSIGN_PROXY_AUTHORITY_URL;
   if (authorityUrl !== undefined && authorityUrl !== '') {
     const authority = typeof merged.authority === 'object' && merged.authority !== null ? merged.authority : {};

@@ -293,13 +293,12 @@ t.test('bindingHashesEqual', async (t) => {
 
 t.test('property: the hash depends on the facts, not on their order', async (t) => {
   const extraName = fc.string({ minLength: 1, maxLength: 8 }).filter((k) => !['v', 'org', '__proto__', ...STANDARD_BOUND_FACTS].includes(k));
-  fc.assert(
+  t.doesNotThrow(() => fc.assert(
     fc.property(fc.dictionary(extraName, fc.jsonValue({ maxDepth: 3 }), { maxKeys: 6 }), fc.string({ minLength: 1 }), (extra, org) => {
       const facts = { action_type: 'a.b', actor_id: 'u', ...extra };
       const reversed = Object.fromEntries(Object.entries(facts).reverse());
       const hash = bindingHash(org, facts);
       return hash === bindingHash(org, reversed) && hash === independentHash(canonicalJson({ ...JSON.parse(JSON.stringify(facts)), v: 1, org }));
     }),
-  );
-  t.pass('property held');
+  ), 'the hash is independent of fact order and equals an independent computation');
 });

@@ -177,7 +177,7 @@ t.test('random requests never make matchRoute or deriveFacts throw', async (t) =
   const segment = fc.oneof(fc.constantFrom('p', '', '.', '..', '%', '%zz', '%2e', '%2F', '%E2%82', 'a?b', '#'), fc.string());
   const path = fc.array(segment, { maxLength: 8 }).map((parts) => `/${parts.join('/')}`);
   const headerValue = fc.oneof(fc.string(), fc.array(fc.string(), { maxLength: 3 }));
-  fc.assert(
+  t.doesNotThrow(() => fc.assert(
     fc.property(
       fc.constantFrom('GET', 'POST', 'HEAD', 'PUT', 'DELETE', 'BREW'),
       fc.oneof(path, fc.string()),
@@ -198,6 +198,5 @@ t.test('random requests never make matchRoute or deriveFacts throw', async (t) =
       },
     ),
     { numRuns: 2000 },
-  );
-  t.pass('no exceptions');
+  ), 'matching, deriving and hashing never throw');
 });
