@@ -24,6 +24,7 @@ import { bootstrap, readBootstrapPolicy } from './orgs/bootstrap.js';
 import { PolicyVersions } from './policy/versions.js';
 import { auditKeysFrom } from './signing/audit-keys.js';
 import { openSecretBox, openSigning } from './signing/open.js';
+import { startVerificationDrain } from './verifications/drain.js';
 import type { Db } from './store/db.js';
 import { migrate } from './store/migrate.js';
 import { openDb } from './store/open.js';
@@ -116,6 +117,9 @@ export async function startAuthority(config: AuthorityConfig, options: StartOpti
     }, config.audit.checkpoint_interval_seconds * 1000);
     checkpointTimer.unref();
     release.push(async () => clearInterval(checkpointTimer));
+    // Records that gates wrote to the shared store (verifications, executions) reach the audit log.
+    const verificationDrain = startVerificationDrain({ db, store, clock }, { intervalMs: 1_000, logger });
+    release.push(() => verificationDrain.stop());
     await app.listen({ host: config.listen.host, port: config.listen.port });
     await admin.listen({ host: config.admin_listen.host, port: config.admin_listen.port });
 

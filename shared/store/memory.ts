@@ -62,6 +62,7 @@ export class MemoryStore implements SharedStore {
   readonly #buckets = new Map<string, BucketEntry>();
   readonly #maxBuckets: number;
   readonly #streams = new Map<string, StreamEntry[]>();
+  readonly #lastIds = new Map<string, { ms: number; seq: number }>();
   #closed = false;
 
   constructor(options: MemoryStoreOptions = {}) {
@@ -170,6 +171,7 @@ export class MemoryStore implements SharedStore {
     this.#revocations.clear();
     this.#buckets.clear();
     this.#streams.clear();
+    this.#lastIds.clear();
   }
 
   #assertOpen(): void {
@@ -183,7 +185,9 @@ export class MemoryStore implements SharedStore {
       entries = [];
       this.#streams.set(stream, entries);
     }
-    const last = entries[entries.length - 1];
+    // The last id is kept apart from the entries: a trimmed (even emptied) stream must never hand
+    // out an id it already gave, or a reader past that id would skip the new record.
+    const last = this.#lastIds.get(stream);
     const clockMs = Math.max(0, Math.floor(this.#now()));
     let ms = clockMs;
     let seq = 0;
@@ -193,6 +197,7 @@ export class MemoryStore implements SharedStore {
     }
     const id = `${ms}-${seq}`;
     entries.push({ ms, seq, id, fields: { ...fields } });
+    this.#lastIds.set(stream, { ms, seq });
     return id;
   }
 

@@ -311,6 +311,12 @@ function sharedStoreSuite(t: Test, open: StoreFactory): void {
     const next = await store.appendRecord('drain:{org_1}', { n: '5' });
     t.same((await store.readRecords('drain:{org_1}', '0', 10)).map((r) => r.id), [next], 'and it takes new records');
     await t.resolves(store.trimRecords('never-written:{org_1}', ids[0]!), 'trimming an unknown stream is a no-op');
+    // Regression: an emptied in-process stream handed out a drained id again within the same
+    // millisecond, so a reader past that id skipped the new record.
+    await store.trimRecords('drain:{org_1}', next);
+    const after = await store.appendRecord('drain:{org_1}', { n: '6' });
+    t.ok(compareIds(next, after) < 0, 'an emptied stream never reuses an id');
+    t.same((await store.readRecords('drain:{org_1}', next, 10)).map((r) => r.id), [after], 'a reader past the drained id sees the new record');
   });
 
   t.test('ping resolves while the store is up', async (t) => {

@@ -1,0 +1,340 @@
+/**
+ * The gate's decision for one matched request: derive the bound facts, verify the permit with
+ * the one verification core (shared/permits/verify.ts), consume it atomically with appending its
+ * `permit.verified` record, and say whether to forward or block. The HTTP server, the forwarding
+ * and the metrics live elsewhere; this module decides and records, nothing more.
+ *
+ * - enforce: forward only after verification succeeded. No permit → 403 `permit_required`; a
+ *   refused permit, or a bound fact the request does not carry → 403 `permit_rejected` with the
+ *   verification code as `reason`; verification impossible (store or keys failing, body over
+ *   `max_body_bytes` on a body-bound route) → 503 `gate_unavailable`.
+ * - shadow: always forward; a refusal comes back as `wouldBlock` (the server counts it).
+ * - Every refusal, in either mode, appends a `permit.rejected` record to the organization's
+ *   verification stream. A success appends `permit.verified` in the same atomic step as the
+ *   consume (in shadow mode too: the permit was used, so a replay must fail later as well).
+ *
+ * @example
+ *   const gate = createGate({ organization: config.organization, issuer: config.issuer,
+ *     audience: config.audience, keys, store, permitHeader: config.permit_header });
+ *   const decision = await gate.check({ route, params, query, headers: req.headers, requestId });
+ *   if (decision.action === 'block') return sendError(decision.code, decision.reason);
+ *   const started = performance.now();
+ *   const status = await forward(req, decision);
+ *   await store.appendRecord(gate.stream, executionRecord({ route, mode: decision.mode, requestId,
+ *     permitId: decision.permitId, claims: decision.claims, upstreamStatus: status,
+ *     durationMs: performance.now() - started, atMs: Date.now() }));
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import type { PermitClaims } from '../shared/permits/claims.js';
+import { verificationStream } from '../shared/permits/store-keys.js';
+import { verifyPermit } from '../shared/permits/verify.js';
+import type { PermitKeyResolver } from '../shared/permits/verify.js';
+import type { SharedStore } from '../shared/store/types.js';
+import { verificationRecordFields } from '../shared/wire/verification-records.js';
+import type { VerificationRecord } from '../shared/wire/verification-records.js';
+import type { ProxyMode, ProxyRoute } from './config.js';
+import { deriveFacts } from './facts.js';
+
+export type GateErrorCode = 'permit_required' | 'permit_rejected' | 'gate_unavailable';
+
+export interface GateRefusal {
+  status: 403 | 503;
+  code: GateErrorCode;
+  /** Stable and machine-readable: the verification code, or `BODY_TOO_LARGE`. Sent to the caller. */
+  reason: string;
+  /** The core's code (MISSING_PERMIT, PERMIT_EXPIRED, …); null when the core was not asked. */
+  verifyCode: string | null;
+  /** For logs and the record: which check refused, naming the fact when one was missing. Never the token. */
+  detail: string;
+}
+
+export type GateDecision =
+  | {
+      action: 'forward';
+      mode: ProxyMode;
+      permitId: string | null;
+      claims: PermitClaims | null;
+      /** Shadow mode only: what enforce would have answered. */
+      wouldBlock: GateRefusal | null;
+    }
+  | ({
+      action: 'block';
+      /** Blocks happen in enforce mode only. */
+      mode: 'enforce';
+      /** Known once the permit's signature was verified; null otherwise. */
+      permitId: string | null;
+    } & GateRefusal);
+
+export interface GateInput {
+  route: ProxyRoute;
+  /** From matchRoute. */
+  params: Readonly<Record<string, string>>;
+  query: URLSearchParams;
+  /** node:http's headers (names in lower case). */
+  headers: IncomingHttpHeaders;
+  /** The parsed JSON body, for routes with `needsBody`. */
+  body?: unknown;
+  /** The body of a `needsBody` route exceeded `max_body_bytes`, so its facts cannot be read. */
+  bodyTooLarge?: boolean;
+  requestId: string;
+}
+
+export interface GateOptions {
+  /** The organization this gate serves. */
+  organization: string;
+  issuer: string;
+  audience: string;
+  keys: PermitKeyResolver;
+  store: SharedStore;
+  /** Milliseconds since the epoch; default Date.now. */
+  now?: () => number;
+  /** The permit header (any case); default `x-service-permit`. */
+  permitHeader?: string;
+  /** Called when a `permit.rejected` record could not be appended (logs, metrics); must not throw. */
+  onRecordError?: (error: unknown) => void;
+}
+
+export interface Gate {
+  /** The organization's verification stream, where `executionRecord`s go too. */
+  readonly stream: string;
+  check(input: GateInput): Promise<GateDecision>;
+}
+
+/** Caps of the record schema; a long request id must not make the record (and so the gate) fail. */
+const MAX_REQUEST_ID = 200;
+const MAX_REASON = 500;
+const MAX_ACTOR = 256;
+/** The core refuses anything longer before decoding; so does the unverified `sub` read. */
+const MAX_TOKEN_LENGTH = 16 * 1024;
+
+export function createGate(options: GateOptions): Gate {
+  const { organization, issuer, audience, keys, store } = options;
+  const now = options.now ?? Date.now;
+  const permitHeader = (options.permitHeader ?? 'x-service-permit').toLowerCase();
+  // Throws on a bad organization id at construction, not on the first request.
+  const stream = verificationStream(organization);
+  const onRecordError = options.onRecordError ?? (() => undefined);
+
+  async function refuse(
+    input: GateInput,
+    nowMs: number,
+    refusal: GateRefusal,
+    claims: PermitClaims | null,
+    actorId: string,
+  ): Promise<GateDecision> {
+    const mode = input.route.mode;
+    try {
+      await store.appendRecord(
+        stream,
+        record({
+          kind: 'permit.rejected',
+          route: input.route,
+          mode,
+          nowMs,
+          requestId: input.requestId,
+          permitId: claims?.jti ?? '',
+          actionType: input.route.action_type,
+          actorId: claims?.sub ?? actorId,
+          code: refusal.verifyCode ?? refusal.reason,
+          reason: refusal.detail,
+        }),
+      );
+    } catch (error) {
+      // The decision does not depend on the record: a block stays a block (enforce), and a
+      // shadow route keeps forwarding, since shadow must never take the upstream down with the store.
+      onRecordError(error);
+    }
+    if (mode === 'shadow') {
+      return { action: 'forward', mode, permitId: claims?.jti ?? null, claims, wouldBlock: refusal };
+    }
+    return { action: 'block', mode: 'enforce', permitId: claims?.jti ?? null, ...refusal };
+  }
+
+  async function check(input: GateInput): Promise<GateDecision> {
+    const { route } = input;
+    const nowMs = now();
+    const token = permitOf(input.headers, permitHeader);
+
+    if (token === undefined || token === '') {
+      return refuse(input, nowMs, rejection('permit_required', 'MISSING_PERMIT', 'no permit was presented'), null, '');
+    }
+    if (token === null) {
+      return refuse(input, nowMs, rejection('permit_rejected', 'PERMIT_INVALID', `the ${permitHeader} header appears more than once`), null, '');
+    }
+    if (input.bodyTooLarge === true && route.needsBody) {
+      return refuse(
+        input,
+        nowMs,
+        {
+          status: 503,
+          code: 'gate_unavailable',
+          reason: 'BODY_TOO_LARGE',
+          verifyCode: null,
+          detail: `the body exceeds max_body_bytes (${route.max_body_bytes}), so its bound facts cannot be read`,
+        },
+        null,
+        '',
+      );
+    }
+
+    const derived = deriveFacts(route, input);
+    if (!derived.ok) {
+      // The request lacks a fact (or carries it twice, or in no canonical form): the caller's
+      // doing, not an outage, so a refusal (DESIGN: "a bound fact the gate cannot derive
+      // refuses"), decided before the permit is touched, so it is not consumed.
+      return refuse(
+        input,
+        nowMs,
+        rejection('permit_rejected', 'BINDING_MISMATCH', `the gate could not derive the bound fact ${derived.missing}: ${derived.reason}`),
+        null,
+        '',
+      );
+    }
+    const facts = derived.facts;
+    if (derived.actorFromPermit) {
+      // actor_id comes from the permit itself. The core needs it among the facts before it has
+      // verified anything, so `sub` is read here from the UNVERIFIED payload. That is safe: the
+      // core then verifies the signature over exactly these payload bytes and parses `sub` from
+      // them again, so a forged `sub` fails as PERMIT_INVALID, and the binding hash (which covers
+      // actor_id) holds the permit to the actor the authority evaluated. A payload that does not
+      // decode leaves actor_id out; the core refuses such a token before the binding check.
+      const sub = unverifiedSubject(token);
+      if (sub !== undefined) facts.actor_id = sub;
+    }
+    const actorId = typeof facts.actor_id === 'string' ? facts.actor_id : '';
+
+    const outcome = await verifyPermit({
+      token,
+      keys,
+      issuer,
+      audience,
+      orgId: organization,
+      nowMs,
+      binding: { kind: 'full', facts },
+      store,
+      record: (claims) => ({
+        stream,
+        fields: record({
+          kind: 'permit.verified',
+          route,
+          mode: route.mode,
+          nowMs,
+          requestId: input.requestId,
+          permitId: claims.jti,
+          actionType: claims.act,
+          actorId: claims.sub,
+          code: '',
+          reason: '',
+        }),
+      }),
+    });
+
+    if (outcome.valid) {
+      return { action: 'forward', mode: route.mode, permitId: outcome.claims.jti, claims: outcome.claims, wouldBlock: null };
+    }
+    const refusal: GateRefusal = outcome.unavailable
+      ? { status: 503, code: 'gate_unavailable', reason: outcome.code, verifyCode: outcome.code, detail: outcome.reason }
+      : rejection(outcome.code === 'MISSING_PERMIT' ? 'permit_required' : 'permit_rejected', outcome.code, outcome.reason);
+    return refuse(input, nowMs, refusal, outcome.claims, actorId);
+  }
+
+  return { stream, check };
+}
+
+export interface ExecutionRecordInput {
+  route: Pick<ProxyRoute, 'name' | 'action_type'>;
+  mode: ProxyMode;
+  requestId: string;
+  permitId: string | null;
+  claims: PermitClaims | null;
+  /** The upstream's status; null when it did not answer (connection refused, timeout). */
+  upstreamStatus: number | null;
+  durationMs: number;
+  /** When the upstream answered (ms since the epoch). */
+  atMs: number;
+  /** Why the upstream did not answer, when it did not. */
+  error?: string;
+}
+
+/**
+ * The `execution.observed` record's fields, for the server to append to `gate.stream` after the
+ * upstream answered (or failed: `upstreamStatus` null gives code UPSTREAM_ERROR). The permit stays
+ * consumed either way.
+ */
+export function executionRecord(input: ExecutionRecordInput): Record<string, string> {
+  const status = input.upstreamStatus;
+  const validStatus = status !== null && Number.isInteger(status) && status >= 100 && status <= 999;
+  return record({
+    kind: 'execution.observed',
+    route: input.route,
+    mode: input.mode,
+    nowMs: input.atMs,
+    requestId: input.requestId,
+    permitId: input.permitId ?? '',
+    actionType: input.claims?.act ?? input.route.action_type,
+    actorId: input.claims?.sub ?? '',
+    code: validStatus ? '' : 'UPSTREAM_ERROR',
+    reason: validStatus ? '' : (input.error ?? 'the upstream did not answer'),
+    upstreamStatus: validStatus ? String(status) : '',
+    durationMs: String(Math.max(0, Math.round(Number.isFinite(input.durationMs) ? input.durationMs : 0))),
+  });
+}
+
+interface RecordInput {
+  kind: VerificationRecord['kind'];
+  route: Pick<ProxyRoute, 'name'>;
+  mode: ProxyMode;
+  nowMs: number;
+  requestId: string;
+  permitId: string;
+  actionType: string;
+  actorId: string;
+  code: string;
+  reason: string;
+  upstreamStatus?: string;
+  durationMs?: string;
+}
+
+function record(input: RecordInput): Record<string, string> {
+  return verificationRecordFields({
+    kind: input.kind,
+    gate: `proxy:${input.route.name}`,
+    mode: input.mode,
+    at: new Date(input.nowMs).toISOString(),
+    request_id: input.requestId.slice(0, MAX_REQUEST_ID),
+    permit_id: input.permitId,
+    action_type: input.actionType,
+    actor_id: input.actorId.slice(0, MAX_ACTOR),
+    code: input.code,
+    reason: input.reason.slice(0, MAX_REASON),
+    upstream_status: input.upstreamStatus ?? '',
+    duration_ms: input.durationMs ?? '',
+  });
+}
+
+function rejection(code: 'permit_required' | 'permit_rejected', verifyCode: string, detail: string): GateRefusal {
+  return { status: 403, code, reason: verifyCode, verifyCode, detail };
+}
+
+/** The permit, undefined when absent, null when the header came more than once (ambiguous). */
+function permitOf(headers: IncomingHttpHeaders, name: string): string | undefined | null {
+  const raw = headers[name];
+  if (Array.isArray(raw)) return raw.length === 1 ? raw[0] : raw.length === 0 ? undefined : null;
+  return raw;
+}
+
+/** `sub` of a compact JWS payload, without verifying anything (see the caller). */
+function unverifiedSubject(token: string): string | undefined {
+  if (token.length > MAX_TOKEN_LENGTH) return undefined;
+  const first = token.indexOf('.');
+  const second = first < 0 ? -1 : token.indexOf('.', first + 1);
+  if (second < 0) return undefined;
+  try {
+    const payload: unknown = JSON.parse(Buffer.from(token.slice(first + 1, second), 'base64url').toString('utf8'));
+    if (typeof payload !== 'object' || payload === null) return undefined;
+    const sub = (payload as Record<string, unknown>).sub;
+    return typeof sub === 'string' ? sub : undefined;
+  } catch {
+    return undefined;
+  }
+}
