@@ -143,7 +143,7 @@ export async function evaluateAction(
       id: permit.id, orgId: org.id, evaluationId, requestId, actionType: request.action_type, actorId: request.actor_id,
       bindingHash: binding, boundFacts: bound.facts, kid: permit.kid, issuedAt: now, expiresAt: permit.expiresAt,
     },
-    events: auditEventsFor(principal, request, requestId, evaluationId, decided, mode, binding, bound.keys, approvals.statuses, permit, now),
+    events: auditEventsFor({ principal, request, requestId, evaluationId, decided, mode, binding, boundKeys: bound.keys, approvals: approvals.statuses, permit, now }),
   });
 
   let response: EvaluateResponse;
@@ -197,19 +197,22 @@ async function repeatOf(db: Db, orgId: string, requestId: string, print: string)
   return row.response;
 }
 
-function auditEventsFor(
-  principal: Principal,
-  request: EvaluateWireRequest,
-  requestId: string,
-  evaluationId: string,
-  decided: PolicyDecision,
-  mode: 'live' | 'shadow',
-  binding: string,
-  boundKeys: string[],
-  approvals: ApprovalStatus[],
-  permit: { id: string; kid: string; expiresAt: Date } | null,
-  now: Date,
-): NewAuditEvent[] {
+interface EvaluationFacts {
+  principal: Principal;
+  request: EvaluateWireRequest;
+  requestId: string;
+  evaluationId: string;
+  decided: PolicyDecision;
+  mode: 'live' | 'shadow';
+  binding: string;
+  boundKeys: string[];
+  approvals: ApprovalStatus[];
+  permit: { id: string; kid: string; expiresAt: Date } | null;
+  now: Date;
+}
+
+/** evaluation.decided, and permit.issued when a permit was signed. */
+function auditEventsFor({ principal, request, requestId, evaluationId, decided, mode, binding, boundKeys, approvals, permit, now }: EvaluationFacts): NewAuditEvent[] {
   const common = { orgId: principal.org.id, requestId, credential: principal.credential, occurredAt: now };
   const events: NewAuditEvent[] = [
     {
