@@ -1,0 +1,142 @@
+/**
+ * The proxy's Prometheus series, on a registry of its own (shared/metrics.ts) so that several
+ * proxies can run side by side in one test process. Labels are route names, outcomes and stable
+ * codes only: never a raw URL, a request id or a permit id, which would grow the series without
+ * bound. Requests that match no route carry the route label `unmatched`.
+ *
+ * @example
+ *   const metrics = createProxyMetrics();
+ *   metrics.requests.inc({ route: 'echo', outcome: 'forwarded' });
+ *   metrics.setRouteModes(config.routes);
+ *   const text = await metrics.registry.metrics(); // Prometheus text exposition
+ */
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { createRegistry, LATENCY_BUCKETS } from '../shared/metrics.js';
+import { PROXY_MODES, type ProxyMode } from './config.js';
+
+/** The route label of a request that matched no configured route. */
+export const UNMATCHED_ROUTE = 'unmatched';
+
+export const REQUEST_OUTCOMES = ['forwarded', 'blocked', 'would_block', 'passthrough', 'denied_unmatched', 'upstream_error'] as const;
+export type RequestOutcome = (typeof REQUEST_OUTCOMES)[number];
+
+export interface ProxyMetrics {
+  readonly registry: Registry;
+  readonly requests: Counter<'route' | 'outcome'>;
+  /** result: verified | rejected | unavailable; reason: the verification code ('' when verified). */
+  readonly verifications: Counter<'route' | 'result' | 'reason'>;
+  readonly requestDuration: Histogram<'route'>;
+  readonly verificationDuration: Histogram<'route'>;
+  readonly upstreamErrors: Counter<'route'>;
+  readonly storeErrors: Counter;
+  readonly routeMode: Gauge<'route' | 'mode'>;
+  readonly configReloadSuccess: Gauge;
+  readonly configReloadTimestamp: Gauge;
+  /** result: success | failure. */
+  readonly keyRefreshes: Counter<'result'>;
+  readonly recordAppendFailures: Counter;
+  /** Sets `route_mode` to 1 for each route's current mode and 0 for the other, dropping removed routes. */
+  setRouteModes(routes: ReadonlyArray<{ readonly name: string; readonly mode: ProxyMode }>): void;
+  /** Records a configuration (re)load: success 1 or 0; the timestamp moves only on success. */
+  recordConfigReload(success: boolean, atMs?: number): void;
+}
+
+export function createProxyMetrics(): ProxyMetrics {
+  const registry = createRegistry();
+  const registers = [registry];
+  const requests = new Counter({
+    name: 'countersign_proxy_requests_total',
+    help: 'Requests handled by the proxy, by route name and outcome.',
+    labelNames: ['route', 'outcome'] as const,
+    registers,
+  });
+  const verifications = new Counter({
+    name: 'countersign_proxy_verifications_total',
+    help: 'Permit verifications at the gate, by route, result (verified, rejected, unavailable) and reason code.',
+    labelNames: ['route', 'result', 'reason'] as const,
+    registers,
+  });
+  const requestDuration = new Histogram({
+    name: 'countersign_proxy_request_duration_seconds',
+    help: 'Time from receiving a request to finishing its answer, by route.',
+    labelNames: ['route'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers,
+  });
+  const verificationDuration = new Histogram({
+    name: 'countersign_proxy_verification_duration_seconds',
+    help: 'Time the gate took to decide (body read excluded), by route.',
+    labelNames: ['route'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers,
+  });
+  const upstreamErrors = new Counter({
+    name: 'countersign_proxy_upstream_errors_total',
+    help: 'Upstream requests that failed (connection refused, reset, timeout), by route.',
+    labelNames: ['route'] as const,
+    registers,
+  });
+  const storeErrors = new Counter({
+    name: 'countersign_proxy_store_errors_total',
+    help: 'Verifications that could not reach the replay store.',
+    registers,
+  });
+  const routeMode = new Gauge({
+    name: 'countersign_proxy_route_mode',
+    help: 'The current mode of each route: 1 for its mode, 0 for the other.',
+    labelNames: ['route', 'mode'] as const,
+    registers,
+  });
+  const configReloadSuccess = new Gauge({
+    name: 'countersign_proxy_config_reload_success',
+    help: 'Whether the last configuration (re)load succeeded (1) or was refused, keeping the last good one (0).',
+    registers,
+  });
+  const configReloadTimestamp = new Gauge({
+    name: 'countersign_proxy_config_reload_timestamp_seconds',
+    help: 'When the configuration in force was loaded (Unix seconds).',
+    registers,
+  });
+  const keyRefreshes = new Counter({
+    name: 'countersign_proxy_key_refreshes_total',
+    help: 'Refreshes of the permit key set from the authority, by result.',
+    labelNames: ['result'] as const,
+    registers,
+  });
+  const recordAppendFailures = new Counter({
+    name: 'countersign_proxy_record_append_failures_total',
+    help: 'Verification or execution records that could not be appended to the verification stream.',
+    registers,
+  });
+
+  let modeRoutes = new Set<string>();
+  return {
+    registry,
+    requests,
+    verifications,
+    requestDuration,
+    verificationDuration,
+    upstreamErrors,
+    storeErrors,
+    routeMode,
+    configReloadSuccess,
+    configReloadTimestamp,
+    keyRefreshes,
+    recordAppendFailures,
+    setRouteModes(routes) {
+      const next = new Set(routes.map((route) => route.name));
+      // A route removed by a reload must not keep reporting its old mode.
+      for (const name of modeRoutes) {
+        if (!next.has(name)) for (const mode of PROXY_MODES) routeMode.remove({ route: name, mode });
+      }
+      for (const route of routes) {
+        for (const mode of PROXY_MODES) routeMode.set({ route: route.name, mode }, mode === route.mode ? 1 : 0);
+      }
+      modeRoutes = next;
+    },
+    recordConfigReload(success, atMs = Date.now()) {
+      configReloadSuccess.set(success ? 1 : 0);
+      if (success) configReloadTimestamp.set(atMs / 1000);
+    },
+  };
+}

@@ -1,0 +1,339 @@
+/**
+ * The proxy's HTTP face on `node:http`: match the route, let the gate decide, then forward to the
+ * upstream over a keep-alive undici `Agent` (created once; it pools per upstream origin), or answer
+ * the error envelope. The upstream is contacted only after the gate said forward.
+ *
+ * - Matched routes: a body-bound route (`needsBody`) has its body buffered up to `max_body_bytes`
+ *   (never more) before the check; any other route's body is not read before the check and is
+ *   streamed afterwards. Enforce blocks answer `{error, message, status, request_id, reason}`.
+ * - Unmatched routes: `unmatched: pass` streams them through (outcome `passthrough`);
+ *   `unmatched: deny` answers 403 `forbidden`, reason `UNMATCHED_ROUTE` (not `permit_required`:
+ *   no permit can ever open a path that is not a configured route).
+ * - WebSocket (any `Upgrade`) requests: piped through raw on unmatched `pass` paths; on a matched
+ *   route 403 `forbidden`, reason `UPGRADE_ON_GATED_ROUTE`: the gate verifies HTTP requests, and
+ *   an upgraded connection would carry any number of unverified actions.
+ * - The permit header is never forwarded (also not on pass-through: it is a credential for the
+ *   gate alone), nor are client-supplied `x-countersign-*` headers, so the upstream can trust them.
+ * - A permitted request (verified, not a shadow would-block) gets an `execution.observed` record
+ *   after the answer; a failed append is counted and logged and never changes the answer.
+ *
+ * @example
+ *   const proxy = createProxyServer({ current: () => state, gate, store, metrics, logger });
+ *   proxy.server.listen(config.listen.port, config.listen.host);
+ *   await proxy.close(); // stops accepting, waits for pending records, closes the upstream pool
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { connect as netConnect, type Socket } from 'node:net';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { connect as tlsConnect } from 'node:tls';
+import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
+import { Agent } from 'undici';
+import { CountersignError } from '../shared/errors.js';
+import type { SharedStore } from '../shared/store/types.js';
+import type { ProxyConfig, ProxyRoute } from './config.js';
+import { executionRecord, type Gate, type GateDecision } from './gate.js';
+import { UNMATCHED_ROUTE, type ProxyMetrics, type RequestOutcome } from './metrics.js';
+import { matchRoute, type RouteTable } from './routes.js';
+import {
+  type BufferedBody,
+  bufferedBody,
+  errorMessage,
+  forwardHeaders,
+  originForm,
+  parseJson,
+  queryOf,
+  rawError,
+  readBounded,
+  requestIdOf,
+  responseHeaders,
+  sendError,
+  streamedBody,
+  unmatchedError,
+  upgradeHead,
+} from './http-messages.js';
+
+export interface ProxyState {
+  config: ProxyConfig;
+  table: RouteTable;
+}
+
+export interface ProxyServerOptions {
+  /** A getter, so that a reload swaps the configuration and its route table in one step. */
+  current: () => ProxyState;
+  gate: Gate;
+  store: SharedStore;
+  metrics: ProxyMetrics;
+  logger: Logger;
+  /** Upstream time limits (ms); defaults 30 s for the answer's headers, 300 s between body bytes. */
+  upstreamHeadersTimeoutMs?: number;
+  upstreamBodyTimeoutMs?: number;
+}
+
+export interface ProxyServer {
+  server: Server;
+  close(): Promise<void>;
+}
+
+export function createProxyServer(options: ProxyServerOptions): ProxyServer {
+  const { current, gate, store, metrics, logger } = options;
+  const agent = new Agent({
+    keepAliveTimeout: 30_000,
+    headersTimeout: options.upstreamHeadersTimeoutMs ?? 30_000,
+    bodyTimeout: options.upstreamBodyTimeoutMs ?? 300_000,
+  });
+  const pendingRecords = new Set<Promise<void>>();
+  const upgradeSockets = new Set<Duplex>();
+
+  function appendExecution(fields: Record<string, string>, requestId: string): void {
+    const pending = store
+      .appendRecord(gate.stream, fields)
+      .then(() => undefined)
+      .catch((error: unknown) => {
+        metrics.recordAppendFailures.inc();
+        logger.warn({ err: error, request_id: requestId }, 'could not append the execution.observed record');
+      });
+    pendingRecords.add(pending);
+    void pending.finally(() => pendingRecords.delete(pending));
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const started = performance.now();
+    const requestId = requestIdOf(req);
+    res.setHeader('x-request-id', requestId);
+    const state = current();
+    const target = originForm(req.url);
+    if (target === null) {
+      observe(UNMATCHED_ROUTE, 'blocked', started);
+      return sendError(res, requestId, new CountersignError('invalid_request', 'The request target must be a path (origin-form).'));
+    }
+    const method = req.method ?? 'GET';
+    const match = matchRoute(state.table, method, target);
+    if (match === null) {
+      if (state.config.unmatched === 'deny') {
+        observe(UNMATCHED_ROUTE, 'denied_unmatched', started);
+        return sendError(res, requestId, unmatchedError());
+      }
+      const result = await forward(req, res, state, { target, requestId, route: UNMATCHED_ROUTE, body: streamedBody(req), added: {} });
+      observe(UNMATCHED_ROUTE, result.status === null ? 'upstream_error' : 'passthrough', started);
+      return;
+    }
+
+    const { route } = match;
+    let buffered: BufferedBody | undefined;
+    if (route.needsBody) {
+      const read = await readBounded(req, route.max_body_bytes);
+      if (read === null) return; // the client went away; nothing to answer
+      buffered = read;
+    }
+    const checkStarted = performance.now();
+    const decision = await gate.check({
+      route,
+      params: match.params,
+      query: new URLSearchParams(queryOf(target)),
+      headers: req.headers,
+      ...(buffered !== undefined ? { body: buffered.tooLarge ? undefined : parseJson(buffered), bodyTooLarge: buffered.tooLarge } : {}),
+      requestId,
+    });
+    metrics.verificationDuration.observe({ route: route.name }, (performance.now() - checkStarted) / 1000);
+    countVerification(route, decision);
+
+    if (decision.action === 'block') {
+      logger.info({ request_id: requestId, route: route.name, code: decision.code, reason: decision.reason, detail: decision.detail }, 'request blocked');
+      observe(route.name, 'blocked', started);
+      return sendError(res, requestId, new CountersignError(decision.code, decision.detail, { reason: decision.reason }));
+    }
+    if (decision.wouldBlock !== null) {
+      logger.info({ request_id: requestId, route: route.name, code: decision.wouldBlock.code, reason: decision.wouldBlock.reason }, 'shadow: would have blocked');
+    }
+    const permitted = decision.wouldBlock === null && decision.permitId !== null;
+    const added: Record<string, string> = { 'x-countersign-mode': decision.mode };
+    if (permitted) added['x-countersign-permit-id'] = decision.permitId!;
+    const body = buffered === undefined ? streamedBody(req) : bufferedBody(req, buffered);
+    const result = await forward(req, res, state, { target, requestId, route: route.name, body, added });
+    const outcome: RequestOutcome = result.status === null ? 'upstream_error' : decision.wouldBlock !== null ? 'would_block' : 'forwarded';
+    observe(route.name, outcome, started);
+    if (permitted) {
+      appendExecution(
+        executionRecord({
+          route,
+          mode: decision.mode,
+          requestId,
+          permitId: decision.permitId,
+          claims: decision.claims,
+          upstreamStatus: result.status,
+          durationMs: result.durationMs,
+          atMs: Date.now(),
+          ...(result.error !== undefined ? { error: result.error } : {}),
+        }),
+        requestId,
+      );
+    }
+  }
+
+  function observe(route: string, outcome: RequestOutcome, started: number): void {
+    metrics.requests.inc({ route, outcome });
+    metrics.requestDuration.observe({ route }, (performance.now() - started) / 1000);
+  }
+
+  function countVerification(route: ProxyRoute, decision: GateDecision): void {
+    const refusal = decision.action === 'block' ? decision : decision.wouldBlock;
+    if (refusal === null) {
+      // A route whose facts come with no permit at all still reaches here only with a permit.
+      metrics.verifications.inc({ route: route.name, result: 'verified', reason: 'none' });
+      return;
+    }
+    const result = refusal.status === 503 ? 'unavailable' : 'rejected';
+    metrics.verifications.inc({ route: route.name, result, reason: refusal.reason });
+    if (refusal.verifyCode === 'INTERNAL_ERROR') metrics.storeErrors.inc();
+  }
+
+  interface ForwardInput {
+    target: string;
+    requestId: string;
+    route: string;
+    body: Readable | Buffer | undefined;
+    added: Record<string, string>;
+  }
+
+  interface ForwardResult {
+    status: number | null;
+    durationMs: number;
+    error?: string;
+  }
+
+  async function forward(req: IncomingMessage, res: ServerResponse, state: ProxyState, input: ForwardInput): Promise<ForwardResult> {
+    const upstream = new URL(state.config.upstream);
+    const prefix = upstream.pathname.replace(/\/+$/, '');
+    const headers = forwardHeaders(req, state.config.permit_header, input.requestId, input.added);
+    // The client leaving cancels the upstream request instead of letting it run to no one.
+    const abort = new AbortController();
+    const onClose = () => {
+      if (!res.writableFinished) abort.abort();
+    };
+    res.on('close', onClose);
+    const started = performance.now();
+    try {
+      const answer = await agent.request({
+        origin: upstream.origin,
+        path: prefix + input.target,
+        method: req.method as 'GET',
+        headers,
+        body: input.body ?? null,
+        signal: abort.signal,
+      });
+      res.writeHead(answer.statusCode, responseHeaders(answer.headers, input.requestId));
+      try {
+        await pipeline(answer.body, res);
+      } catch (error) {
+        // Headers are out: the only honest signal left is to cut the connection.
+        metrics.upstreamErrors.inc({ route: input.route });
+        logger.warn({ err: error, request_id: input.requestId, route: input.route }, 'upstream answer interrupted');
+        res.destroy();
+      }
+      return { status: answer.statusCode, durationMs: performance.now() - started };
+    } catch (error) {
+      const durationMs = performance.now() - started;
+      const message = errorMessage(error);
+      if (abort.signal.aborted) {
+        logger.info({ request_id: input.requestId, route: input.route }, 'client went away before the upstream answered');
+        return { status: null, durationMs, error: 'the client went away before the upstream answered' };
+      }
+      metrics.upstreamErrors.inc({ route: input.route });
+      logger.warn({ err: error, request_id: input.requestId, route: input.route }, 'upstream unavailable');
+      sendError(res, input.requestId, new CountersignError('upstream_unavailable'));
+      return { status: null, durationMs, error: message };
+    } finally {
+      res.off('close', onClose);
+    }
+  }
+
+  function handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    const requestId = requestIdOf(req);
+    socket.on('error', () => socket.destroy());
+    const state = current();
+    const target = originForm(req.url);
+    if (target === null) {
+      rawError(socket, requestId, new CountersignError('invalid_request', 'The request target must be a path (origin-form).'));
+      return;
+    }
+    const match = matchRoute(state.table, req.method ?? 'GET', target);
+    if (match !== null) {
+      metrics.requests.inc({ route: match.route.name, outcome: 'blocked' });
+      rawError(socket, requestId, new CountersignError('forbidden', 'Connection upgrades are not allowed on a gated route.', { reason: 'UPGRADE_ON_GATED_ROUTE' }));
+      return;
+    }
+    if (state.config.unmatched === 'deny') {
+      metrics.requests.inc({ route: UNMATCHED_ROUTE, outcome: 'denied_unmatched' });
+      rawError(socket, requestId, unmatchedError());
+      return;
+    }
+    const upstream = new URL(state.config.upstream);
+    const port = Number(upstream.port || (upstream.protocol === 'https:' ? 443 : 80));
+    const host = upstream.hostname.replace(/^\[|\]$/g, '');
+    const upstreamSocket: Socket =
+      upstream.protocol === 'https:' ? tlsConnect({ host, port, servername: host }) : netConnect({ host, port });
+    upgradeSockets.add(socket);
+    upgradeSockets.add(upstreamSocket);
+    let connected = false;
+    upstreamSocket.on(upstream.protocol === 'https:' ? 'secureConnect' : 'connect', () => {
+      connected = true;
+      metrics.requests.inc({ route: UNMATCHED_ROUTE, outcome: 'passthrough' });
+      upstreamSocket.write(upgradeHead(req, upstream.pathname.replace(/\/+$/, '') + target, upstream.host, state.config.permit_header, requestId));
+      if (head.length > 0) upstreamSocket.write(head);
+      upstreamSocket.pipe(socket);
+      socket.pipe(upstreamSocket);
+    });
+    upstreamSocket.on('error', (error) => {
+      if (!connected) {
+        metrics.requests.inc({ route: UNMATCHED_ROUTE, outcome: 'upstream_error' });
+        metrics.upstreamErrors.inc({ route: UNMATCHED_ROUTE });
+        logger.warn({ err: error, request_id: requestId }, 'upstream unavailable for an upgrade');
+        rawError(socket, requestId, new CountersignError('upstream_unavailable'));
+      } else {
+        socket.destroy();
+      }
+    });
+    const cleanup = () => {
+      upgradeSockets.delete(socket);
+      upgradeSockets.delete(upstreamSocket);
+      socket.destroy();
+      upstreamSocket.destroy();
+    };
+    socket.on('close', cleanup);
+    upstreamSocket.on('close', () => {
+      if (connected) cleanup();
+    });
+  }
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      // A bug or an unexpected failure: answer what can still be answered, never crash.
+      logger.error({ err: error }, 'proxy request failed');
+      if (!res.headersSent && !res.destroyed) sendError(res, requestIdOf(req), new CountersignError('internal'));
+      else res.destroy();
+    });
+  });
+  server.on('upgrade', handleUpgrade);
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
+    if (socket.writable && error.code !== 'ECONNRESET') socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+    else socket.destroy();
+  });
+
+  return {
+    server,
+    async close() {
+      // Upgraded sockets left node:http's bookkeeping but still hold server.close() open.
+      for (const socket of upgradeSockets) socket.destroy();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      await Promise.allSettled([...pendingRecords]);
+      await agent.close();
+    },
+  };
+}
+
+// ---- requests ----

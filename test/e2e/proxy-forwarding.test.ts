@@ -1,0 +1,536 @@
+/**
+ * The proxy end to end on loopback, three real HTTP servers: a test authority app (issues permits,
+ * publishes its keys), the proxy (`createProxyServer` with a gate over the authority's JWKS and
+ * the SAME shared store the authority uses), and an upstream that records every request it gets.
+ * Time moves through the gate's `now`, never by sleeping; asynchronous records are polled for
+ * with a bound. Runs on PGlite + the in-process store, and on Postgres + Redis when available.
+ *
+ * @example
+ *   npx tap --disable-coverage test/e2e/proxy-forwarding.test.ts
+ *   node test/run.mjs test/e2e/proxy-forwarding.test.ts   # with Postgres + Redis
+ */
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { connect, type AddressInfo, type Socket } from 'node:net';
+import { Readable } from 'node:stream';
+import t, { type Test } from 'tap';
+import { request } from 'undici';
+import { drainVerificationRecords } from '../../authority/verifications/drain.js';
+import { parseProxyConfig } from '../../proxy/config.js';
+import type { ProxyConfig, ProxyConfigInput } from '../../proxy/config.js';
+import { createGate } from '../../proxy/gate.js';
+import { createProxyMetrics, type ProxyMetrics } from '../../proxy/metrics.js';
+import { compileRouteTable } from '../../proxy/routes.js';
+import { createProxyServer, type ProxyState } from '../../proxy/server.js';
+import { createLogger } from '../../shared/logging.js';
+import { verificationStream } from '../../shared/permits/store-keys.js';
+import { staticKeyResolver } from '../../shared/permits/verify.js';
+import type { SharedStore } from '../../shared/store/types.js';
+import { EvaluateResponse } from '../../shared/wire/evaluate.js';
+import { VerificationRecord } from '../../shared/wire/verification-records.js';
+import { createTestAuthority, type TestAuthority } from '../helpers/authority.js';
+import { appBackends, realServersMissing, type OpenedBackend } from '../helpers/backends.js';
+import { ManualClock } from '../helpers/clock.js';
+
+const generous = { rate_limits: { evaluate: { per_minute: 100_000, burst: 100_000 }, plans: { community: { per_minute: 100_000, burst: 100_000 }, business: { per_minute: 100_000, burst: 100_000 } } } };
+
+const echoFacts = (id: unknown = { path: 'id' }) => ({
+  actor_id: { header: 'X-Actor-Id' },
+  environment: { const: 'dev' },
+  target: { type: { const: 'demo' }, id },
+});
+
+function proxyConfig(organization: string, upstream: string, overrides: Partial<ProxyConfigInput> = {}): ProxyConfig {
+  return parseProxyConfig({
+    upstream,
+    authority: { url: 'http://127.0.0.1:7070', api_key: 'cs_test_unused' },
+    organization,
+    log_level: 'silent',
+    routes: [
+      { name: 'echo', match: { method: 'POST', path: '/echo/:id' }, action_type: 'demo.echo', facts: echoFacts() },
+      { name: 'echo-shadow', match: { method: 'POST', path: '/s/echo/:id' }, action_type: 'demo.echo', mode: 'shadow', facts: echoFacts() },
+      { name: 'echo-body', match: { method: 'POST', path: '/b/echo' }, action_type: 'demo.echo', max_body_bytes: 64, facts: echoFacts({ body: '/id' }) },
+    ],
+    ...overrides,
+  });
+}
+
+interface Upstream {
+  url: string;
+  received: Received[];
+  /** Called when a request's first body bytes arrive, before the rest. */
+  onFirstChunk: ((url: string) => void) | null;
+}
+
+interface Received {
+  method: string;
+  url: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+/** An upstream that records every request and answers 201 with the body it got. */
+async function startUpstream(t: Test): Promise<Upstream> {
+  const received: Received[] = [];
+  const upstream: Upstream = { url: '', received, onFirstChunk: null };
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => {
+      if (chunks.length === 0) upstream.onFirstChunk?.(req.url ?? '');
+      chunks.push(chunk);
+    });
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      received.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body });
+      res.writeHead(201, { 'content-type': 'text/plain', 'x-upstream': 'yes' });
+      res.end(`upstream saw: ${body}`);
+    });
+  });
+  upstream.url = await listen(server);
+  t.teardown(() => closeServer(server));
+  return upstream;
+}
+
+async function listen(server: Server): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+function closeServer(server: Server): Promise<void> {
+  server.closeAllConnections();
+  return new Promise((resolve) => server.close(() => resolve()));
+}
+
+/** A loopback URL where nothing listens: a server bound and closed again. */
+async function deadUrl(): Promise<string> {
+  const server = createServer();
+  const url = await listen(server);
+  await closeServer(server);
+  return url;
+}
+
+/** A store that is down: every call rejects. */
+function downStore(): SharedStore {
+  const down = () => Promise.reject(new Error('ECONNREFUSED'));
+  return {
+    kind: 'redis',
+    consumeOnce: down,
+    revoke: down,
+    isRevoked: down,
+    takeToken: down,
+    appendRecord: down,
+    readRecords: down,
+    trimRecords: down,
+    ping: down,
+    close: () => Promise.resolve(),
+  };
+}
+
+/** An upstream that accepts any upgrade and then echoes each chunk back as `echo:<chunk>`. */
+async function startUpgradeEcho(t: Test): Promise<{ url: string; heads: string[] }> {
+  const heads: string[] = [];
+  const server = createServer((_req, res) => res.end());
+  const sockets = new Set<Socket>();
+  server.on('upgrade', (req, socket: Socket) => {
+    heads.push(JSON.stringify(req.headers));
+    sockets.add(socket);
+    // node:http sockets allow half-open connections; this echo has nothing to say after the peer's end.
+    socket.on('end', () => socket.destroy());
+    socket.on('close', () => sockets.delete(socket));
+    socket.write('HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n');
+    socket.on('data', (chunk: Buffer) => socket.write(`echo:${chunk.toString()}`));
+  });
+  const url = await listen(server);
+  t.teardown(() => {
+    for (const socket of sockets) socket.destroy();
+    return closeServer(server);
+  });
+  return { url, heads };
+}
+
+/**
+ * Writes `head` on a raw connection, then `then` once the answer's head arrived; resolves all that
+ * was read, once the answer ends or (with `then`) its echo came back.
+ */
+function rawExchange(base: string, head: string, then: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let text = '';
+    let sent = false;
+    const socket = connect(Number(new URL(base).port), '127.0.0.1', () => socket.write(head));
+    socket.on('data', (chunk: Buffer) => {
+      text += chunk.toString();
+      if (then !== '' && !sent && text.includes('\r\n\r\n')) {
+        sent = true;
+        if (text.startsWith('HTTP/1.1 101')) socket.write(then);
+      }
+      if (then !== '' && text.endsWith(`echo:${then}`)) socket.destroy();
+    });
+    socket.on('error', reject);
+    socket.on('close', () => resolve(text));
+  });
+}
+
+function tamperSignature(token: string): string {
+  const [header, payload, signature] = token.split('.') as [string, string, string];
+  const flipped = signature[10] === 'A' ? 'B' : 'A';
+  return `${header}.${payload}.${signature.slice(0, 10)}${flipped}${signature.slice(11)}`;
+}
+
+interface RunningProxy {
+  url: string;
+  metrics: ProxyMetrics;
+  /** Swaps the configuration as a reload would. */
+  setConfig(config: ProxyConfig): void;
+}
+
+interface Harness {
+  authority: TestAuthority;
+  authorityUrl: string;
+  opened: OpenedBackend;
+  clock: ManualClock;
+  upstream: Upstream;
+  config: ProxyConfig;
+  startProxy(options?: { store?: SharedStore; now?: () => number; upstream?: string }): Promise<RunningProxy>;
+  permit(options?: { id?: string; admin?: string }): Promise<{ token: string; id: string }>;
+  records(): Promise<VerificationRecord[]>;
+}
+
+async function withHarness(t: Test, backend: ReturnType<typeof appBackends>[number], fn: (h: Harness) => Promise<void>): Promise<void> {
+  const clock = new ManualClock(Date.now());
+  const opened = await backend.open({ now: () => clock.now() });
+  const authority = await createTestAuthority(opened, { config: generous, clock });
+  t.teardown(async () => {
+    await authority.close();
+    await opened.cleanup();
+  });
+  const authorityUrl = (await authority.app.listen({ host: '127.0.0.1', port: 0 })).replace('localhost', '127.0.0.1');
+  const upstream = await startUpstream(t);
+  const jwks = await (await request(`${authorityUrl}/v1/permit-keys`, { headers: authority.bearer(authority.acmeAdmin) })).body.json();
+  const keys = staticKeyResolver(jwks as Parameters<typeof staticKeyResolver>[0]);
+  const config = proxyConfig(authority.acme.id, upstream.url);
+  const logger = createLogger({ name: 'proxy', level: 'silent' });
+
+  const h: Harness = {
+    authority,
+    authorityUrl,
+    opened,
+    clock,
+    upstream,
+    config,
+    async startProxy(options = {}) {
+      let state: ProxyState = { config: options.upstream ? { ...config, upstream: options.upstream } : config, table: compileRouteTable(config.routes) };
+      const metrics = createProxyMetrics();
+      const store = options.store ?? opened.store;
+      const gate = createGate({
+        organization: authority.acme.id,
+        issuer: config.issuer,
+        audience: config.audience,
+        keys,
+        store,
+        now: options.now ?? (() => clock.now()),
+        permitHeader: config.permit_header,
+        onRecordError: () => metrics.recordAppendFailures.inc(),
+      });
+      const proxy = createProxyServer({ current: () => state, gate, store, metrics, logger });
+      const url = await listen(proxy.server);
+      t.teardown(() => proxy.close());
+      return {
+        url,
+        metrics,
+        setConfig(next) {
+          state = { config: next, table: compileRouteTable(next.routes) };
+        },
+      };
+    },
+    async permit({ id = 'order-1', admin = authority.acmeAdmin } = {}) {
+      const response = await request(`${authorityUrl}/v1/evaluate`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ action_type: 'demo.echo', actor_id: 'demo-agent', context: { environment: 'dev', target: { type: 'demo', id } } }),
+      });
+      const text = await response.body.text();
+      if (response.statusCode !== 200) throw new Error(`evaluate answered ${response.statusCode}: ${text}`);
+      const decision = EvaluateResponse.parse(JSON.parse(text));
+      if (!decision.permit_token || !decision.permit_id) throw new Error(`no permit: ${text}`);
+      return { token: decision.permit_token, id: decision.permit_id };
+    },
+    async records() {
+      const stored = await opened.store.readRecords(verificationStream(authority.acme.id), '0', 10_000);
+      return stored.map((entry) => VerificationRecord.parse(entry.fields));
+    },
+  };
+  await fn(h);
+}
+
+async function call(
+  base: string,
+  path: string,
+  options: { token?: string; actor?: string | null; body?: string | Readable; headers?: Record<string, string>; method?: 'POST' | 'GET' } = {},
+) {
+  const headers: Record<string, string> = { 'content-type': 'application/json', ...options.headers };
+  if (options.token !== undefined) headers['x-service-permit'] = options.token;
+  if (options.actor !== null) headers['x-actor-id'] = options.actor ?? 'demo-agent';
+  const response = await request(`${base}${path}`, { method: options.method ?? 'POST', headers, body: options.body ?? '{"hello":"world"}' });
+  const text = await response.body.text();
+  return { status: response.statusCode, headers: response.headers, text, json: () => JSON.parse(text) as Record<string, unknown> };
+}
+
+/** Polls (bounded, no sleeping on a timer) until `find` returns something. */
+async function eventually<T>(what: string, find: () => Promise<T | undefined>): Promise<T> {
+  for (let i = 0; i < 500; i++) {
+    const found = await find();
+    if (found !== undefined) return found;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  throw new Error(`gave up waiting for ${what}`);
+}
+
+const PROM_LINE = /^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\["\\n])*",?)*\})? (-?[0-9.]+(e[+-]?[0-9]+)?|NaN|[+-]Inf)( -?[0-9]+)?$/;
+
+for (const backend of appBackends()) {
+  t.test(`forwarding through the gate on ${backend.name}`, (t) =>
+    withHarness(t, backend, async (h) => {
+      const proxy = await h.startProxy();
+      const { received } = h.upstream;
+
+      await t.test('happy path: one request upstream, permit stripped, ids added', async (t) => {
+        const permit = await h.permit({ id: 'order-1' });
+        const response = await call(proxy.url, '/echo/order-1?x=1', { token: permit.token, body: '{"amount":5}', headers: { 'x-request-id': 'client-req-1' } });
+        t.equal(response.status, 201, "the upstream's status");
+        t.equal(response.text, 'upstream saw: {"amount":5}', "the upstream's body");
+        t.equal(response.headers['x-upstream'], 'yes', "the upstream's headers");
+        t.equal(response.headers['x-request-id'], 'client-req-1', 'a sane request id is echoed');
+        t.equal(received.length, 1, 'exactly one upstream request');
+        const got = received[0]!;
+        t.match(got, { method: 'POST', url: '/echo/order-1?x=1', body: '{"amount":5}' });
+        t.notOk('x-service-permit' in got.headers, 'the permit header is stripped');
+        t.equal(got.headers['x-countersign-permit-id'], permit.id);
+        t.equal(got.headers['x-countersign-mode'], 'enforce');
+        t.equal(got.headers['x-actor-id'], 'demo-agent', 'other headers pass');
+        t.equal(got.headers['x-forwarded-for'], '127.0.0.1');
+        t.equal(got.headers['x-forwarded-proto'], 'http');
+        t.match(got.headers['x-forwarded-host'], /^127\.0\.0\.1:\d+$/);
+
+        const execution = await eventually('the execution.observed record', async () =>
+          (await h.records()).find((record) => record.kind === 'execution.observed' && record.permit_id === permit.id),
+        );
+        t.match(execution, { upstream_status: '201', code: '', mode: 'enforce', gate: 'proxy:echo', request_id: 'client-req-1', actor_id: 'demo-agent' });
+
+        const drained = await drainVerificationRecords({ db: h.opened.db, store: h.opened.store, clock: h.clock });
+        t.ok(drained.recorded >= 2, 'the drain recorded the gate records');
+        // MemoryStore ids follow the clock; move it so later appends never reuse a drained id.
+        h.clock.advance(5);
+        const events = await request(`${h.authorityUrl}/v1/audit/events?limit=500`, { headers: h.authority.bearer(h.authority.acmeAdmin) });
+        const list = ((await events.body.json()) as { events: Array<{ type: string; sequence: number; resource_id: string | null; payload: unknown }> }).events;
+        const ofPermit = list
+          .filter((event) => event.resource_id === permit.id || JSON.stringify(event.payload).includes(permit.id))
+          .sort((a, b) => a.sequence - b.sequence)
+          .map((event) => event.type);
+        t.same(ofPermit, ['evaluation.decided', 'permit.issued', 'permit.verified', 'execution.observed'], 'the chain in order in the audit log');
+      });
+
+      await t.test('refusals never reach the upstream', async (t) => {
+        const before = received.length;
+        const expectRefusal = async (name: string, response: Awaited<ReturnType<typeof call>>, status: number, code: string, reason: string) => {
+          t.equal(response.status, status, `${name}: status`);
+          t.match(response.json(), { error: code, status, reason, request_id: String, message: String }, `${name}: the envelope`);
+          t.ok(response.headers['x-request-id'], `${name}: a request id`);
+        };
+        await expectRefusal('no permit', await call(proxy.url, '/echo/order-1'), 403, 'permit_required', 'MISSING_PERMIT');
+
+        const used = await h.permit({ id: 'order-2' });
+        t.equal((await call(proxy.url, '/echo/order-2', { token: used.token })).status, 201);
+        const afterUse = received.length;
+        await expectRefusal('replayed', await call(proxy.url, '/echo/order-2', { token: used.token }), 403, 'permit_rejected', 'PERMIT_ALREADY_USED');
+
+        const tampered = await h.permit({ id: 'order-3' });
+        await expectRefusal('tampered', await call(proxy.url, '/echo/order-3', { token: tamperSignature(tampered.token) }), 403, 'permit_rejected', 'PERMIT_INVALID');
+
+        const globex = await h.permit({ id: 'order-4', admin: h.authority.globexAdmin });
+        await expectRefusal('other organization', await call(proxy.url, '/echo/order-4', { token: globex.token }), 403, 'permit_rejected', 'ORG_MISMATCH');
+
+        const bound = await h.permit({ id: 'order-5' });
+        await expectRefusal('wrong target id', await call(proxy.url, '/echo/order-6', { token: bound.token }), 403, 'permit_rejected', 'BINDING_MISMATCH');
+
+        const revoked = await h.permit({ id: 'order-7' });
+        const revoke = await request(`${h.authorityUrl}/v1/permits/${revoked.id}/revoke`, {
+          method: 'POST',
+          headers: { ...h.authority.bearer(h.authority.acmeAdmin), 'content-type': 'application/json' },
+          body: JSON.stringify({ reason: 'test' }),
+        });
+        t.equal(revoke.statusCode, 200);
+        await revoke.body.dump();
+        await expectRefusal('revoked', await call(proxy.url, '/echo/order-7', { token: revoked.token }), 403, 'permit_rejected', 'PERMIT_REVOKED');
+
+        const later = await h.startProxy({ now: () => h.clock.now() + 120_000 });
+        const expiring = await h.permit({ id: 'order-8' });
+        await expectRefusal('expired', await call(later.url, '/echo/order-8', { token: expiring.token }), 403, 'permit_rejected', 'PERMIT_EXPIRED');
+
+        t.equal(received.length, afterUse, 'no refused request reached the upstream');
+        t.equal(afterUse, before + 1, 'only the one permitted request did');
+      });
+
+      await t.test('200 concurrent requests with one permit: exactly one reaches the upstream', async (t) => {
+        const permit = await h.permit({ id: 'order-c' });
+        const responses = await Promise.all(Array.from({ length: 200 }, () => call(proxy.url, '/echo/order-c', { token: permit.token })));
+        t.equal(responses.filter((response) => response.status === 201).length, 1, 'one forwarded');
+        t.ok(responses.every((response) => response.status === 201 || response.json().reason === 'PERMIT_ALREADY_USED'), 'the rest refused as replays');
+        t.equal(received.filter((got) => got.headers['x-countersign-permit-id'] === permit.id).length, 1, 'the upstream saw it once');
+      });
+
+      await t.test('shadow: refusals are forwarded and counted as would_block', async (t) => {
+        const before = received.length;
+        const response = await call(proxy.url, '/s/echo/order-s');
+        t.equal(response.status, 201, 'forwarded without a permit');
+        t.equal(received.length, before + 1);
+        t.equal(received.at(-1)!.headers['x-countersign-mode'], 'shadow');
+        t.notOk('x-countersign-permit-id' in received.at(-1)!.headers, 'no permit id: none was verified');
+        const spoofed = await call(proxy.url, '/s/echo/order-s', { headers: { 'x-countersign-permit-id': 'forged' } });
+        t.equal(spoofed.status, 201);
+        t.notOk('x-countersign-permit-id' in received.at(-1)!.headers, 'a client-supplied permit id is dropped');
+        const text = await proxy.metrics.registry.metrics();
+        t.match(text, /countersign_proxy_requests_total\{route="echo-shadow",outcome="would_block"\} 2/);
+        t.match(text, /countersign_proxy_verifications_total\{route="echo-shadow",result="rejected",reason="MISSING_PERMIT"\} 2/);
+      });
+
+      await t.test('store down → 503, upstream untouched', async (t) => {
+        const down = await h.startProxy({ store: downStore() });
+        const before = received.length;
+        const permit = await h.permit({ id: 'order-d' });
+        const response = await call(down.url, '/echo/order-d', { token: permit.token });
+        t.equal(response.status, 503);
+        t.match(response.json(), { error: 'gate_unavailable', reason: 'INTERNAL_ERROR' });
+        t.equal(received.length, before, 'the upstream was not contacted');
+        t.match(await down.metrics.registry.metrics(), /countersign_proxy_store_errors_total 1/);
+      });
+
+      await t.test('upstream down → 502 upstream_unavailable, recorded as UPSTREAM_ERROR', async (t) => {
+        const proxyToNowhere = await h.startProxy({ upstream: await deadUrl() });
+        const permit = await h.permit({ id: 'order-u' });
+        const response = await call(proxyToNowhere.url, '/echo/order-u', { token: permit.token });
+        t.equal(response.status, 502);
+        t.match(response.json(), { error: 'upstream_unavailable', status: 502 });
+        const execution = await eventually('the failed execution record', async () =>
+          (await h.records()).find((record) => record.kind === 'execution.observed' && record.permit_id === permit.id),
+        );
+        t.match(execution, { code: 'UPSTREAM_ERROR', upstream_status: '' });
+        const text = await proxyToNowhere.metrics.registry.metrics();
+        t.match(text, /countersign_proxy_upstream_errors_total\{route="echo"\} 1/);
+        t.match(text, /countersign_proxy_requests_total\{route="echo",outcome="upstream_error"\} 1/);
+      });
+
+      await t.test('unmatched: pass streams through untouched, deny refuses', async (t) => {
+        const before = received.length;
+        // The client sends the rest only once the upstream has the first bytes: a proxy that
+        // buffered the body would deadlock here (bounded by the test timeout) instead of passing.
+        const firstArrived = new Promise<void>((resolve) => {
+          h.upstream.onFirstChunk = (url) => {
+            if (url.startsWith('/plain/thing')) resolve();
+          };
+        });
+        const body = Readable.from(
+          (async function* () {
+            yield Buffer.from('first,');
+            await firstArrived;
+            yield Buffer.from('second,');
+            yield Buffer.from('third');
+          })(),
+        );
+        const response = await call(proxy.url, '/plain/thing?a=1&a=2', {
+          body,
+          headers: { 'x-custom': 'kept' },
+          actor: null,
+        });
+        t.equal(response.status, 201);
+        const got = received[before]!;
+        t.match(got, { method: 'POST', url: '/plain/thing?a=1&a=2', body: 'first,second,third' });
+        t.equal(got.headers['x-custom'], 'kept');
+        t.equal(got.headers['transfer-encoding'], 'chunked', 'streamed: the length was unknown when forwarding began');
+        h.upstream.onFirstChunk = null;
+        t.notOk('x-countersign-mode' in got.headers, 'no gate headers on a pass-through');
+
+        proxy.setConfig(proxyConfig(h.authority.acme.id, h.upstream.url, { unmatched: 'deny' }));
+        const denied = await call(proxy.url, '/plain/thing', { actor: null });
+        t.equal(denied.status, 403);
+        t.match(denied.json(), { error: 'forbidden', reason: 'UNMATCHED_ROUTE' });
+        t.equal(received.length, before + 1, 'the denied request did not reach the upstream');
+        proxy.setConfig(h.config);
+      });
+
+      await t.test('body-bound route: the body binds, and over max_body_bytes → 503', async (t) => {
+        const before = received.length;
+        const permit = await h.permit({ id: 'order-b' });
+        const ok = await call(proxy.url, '/b/echo', { token: permit.token, body: '{"id":"order-b"}' });
+        t.equal(ok.status, 201);
+        t.equal(received.at(-1)!.body, '{"id":"order-b"}', 'the buffered body went upstream');
+        const big = await h.permit({ id: 'order-big' });
+        const tooLarge = await call(proxy.url, '/b/echo', { token: big.token, body: JSON.stringify({ id: 'order-big', pad: 'x'.repeat(200) }) });
+        t.equal(tooLarge.status, 503);
+        t.match(tooLarge.json(), { error: 'gate_unavailable', reason: 'BODY_TOO_LARGE' });
+        t.equal(received.length, before + 1, 'the oversized request did not reach the upstream');
+      });
+
+      await t.test('upgrades: piped through on unmatched paths, refused on gated routes', async (t) => {
+        const echo = await startUpgradeEcho(t);
+        const upgrading = await h.startProxy({ upstream: echo.url });
+        const passed = await rawExchange(upgrading.url, 'GET /ws/chat HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nX-Service-Permit: secret\r\n\r\n', 'ping');
+        t.match(passed, /^HTTP\/1\.1 101 /, 'the upstream switched protocols');
+        t.match(passed, /echo:ping$/, 'bytes flow both ways after the upgrade');
+        t.notOk(echo.heads[0]?.includes('secret'), 'the permit header was not passed on');
+        const refused = await rawExchange(upgrading.url, 'POST /echo/order-1 HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nContent-Length: 0\r\n\r\n', '');
+        t.match(refused, /^HTTP\/1\.1 403 /);
+        t.match(refused, /"reason":"UPGRADE_ON_GATED_ROUTE"/);
+        t.equal(echo.heads.length, 1, 'the refused upgrade never reached the upstream');
+      });
+
+      await t.test('bad input does not take the proxy down', async (t) => {
+        const garbage = await rawExchange(proxy.url, 'NOT A REQUEST\r\n\r\n', '');
+        t.match(garbage, /^HTTP\/1\.1 400 /, 'a malformed request line → 400');
+        const star = await rawExchange(proxy.url, 'OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n', '');
+        t.match(star, /^HTTP\/1\.1 400 [\s\S]*"error":"invalid_request"/, 'a non-path target → 400 envelope');
+        // A client that sends half a body and leaves.
+        await new Promise<void>((resolve) => {
+          const socket = connect(Number(new URL(proxy.url).port), '127.0.0.1', () => {
+            socket.end('POST /plain/half HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nonly a little');
+            socket.destroy();
+            resolve();
+          });
+        });
+        const weird = await call(proxy.url, '/echo/%E0%A4%A', { headers: { 'x-request-id': 'has spaces in it' } });
+        t.equal(weird.status, 403, 'a malformed escape is matched undecoded and refused, not a crash');
+        t.not(weird.headers['x-request-id'], 'has spaces in it', 'an insane request id is replaced');
+        t.equal((await call(proxy.url, '/s/echo/after')).status, 201, 'still serving');
+      });
+
+      await t.test('the metrics text is Prometheus exposition with the documented series', async (t) => {
+        proxy.metrics.setRouteModes(h.config.routes);
+        proxy.metrics.recordConfigReload(true);
+        proxy.metrics.keyRefreshes.inc({ result: 'ok' });
+        const text = await proxy.metrics.registry.metrics();
+        const bad = text.split('\n').filter((line) => line !== '' && !line.startsWith('#') && !PROM_LINE.test(line));
+        t.same(bad, [], 'every sample line parses');
+        for (const name of [
+          'countersign_proxy_requests_total',
+          'countersign_proxy_verifications_total',
+          'countersign_proxy_request_duration_seconds',
+          'countersign_proxy_verification_duration_seconds',
+          'countersign_proxy_upstream_errors_total',
+          'countersign_proxy_store_errors_total',
+          'countersign_proxy_route_mode',
+          'countersign_proxy_config_reload_success',
+          'countersign_proxy_config_reload_timestamp_seconds',
+          'countersign_proxy_key_refreshes_total',
+          'countersign_proxy_record_append_failures_total',
+        ]) {
+          t.match(text, new RegExp(`^# TYPE ${name} `, 'm'), `${name} is exposed`);
+        }
+        t.match(text, /countersign_proxy_route_mode\{route="echo-shadow",mode="shadow"\} 1/);
+        t.match(text, /countersign_proxy_requests_total\{route="echo",outcome="forwarded"\} \d+/);
+        t.match(text, /countersign_proxy_requests_total\{route="unmatched",outcome="passthrough"\} 1/);
+        t.match(text, /countersign_proxy_requests_total\{route="unmatched",outcome="denied_unmatched"\} 1/);
+        t.notMatch(text, /order-|\/echo\//, 'no raw URLs or ids in labels');
+      });
+    }),
+  );
+}
+
+if (realServersMissing()) t.comment(`the Postgres + Redis variant did not run: ${realServersMissing()}`);
