@@ -2,7 +2,9 @@
 /**
  * The `countersign` command. It only dispatches: each process role owns its commands.
  *
+ *   countersign start [--config …] [--proxy-config …] the authority, a demo upstream and the proxy (npm start)
  *   countersign authority [--config authority.yaml]   run the authority
+ *   countersign proxy [--config proxy.yaml]           run the proxy sidecar
  *   countersign migrate [--config …]                  apply database migrations
  *   countersign orgs create|list …                    manage organizations
  *   countersign keys create|list|revoke …             manage API keys
@@ -15,10 +17,18 @@ import { runAuditCommand } from '../authority/cli/audit-commands.js';
 import { runSigningCommand } from '../authority/cli/signing-commands.js';
 import { ConfigError, loadAuthorityConfig } from '../authority/config.js';
 import { startAuthority } from '../authority/main.js';
+import { runProxyCommand } from '../proxy/cli.js';
+import { ProxyConfigError } from '../proxy/config.js';
+import { runStart } from './start.js';
 
 const USAGE = `usage: countersign <command> [options]
 
+  start [--config FILE] [--proxy-config FILE]
+                                     the authority, a demo upstream (127.0.0.1:7090) and the proxy
+                                     in front of it (127.0.0.1:7080), in one process (npm start)
   authority [--config FILE]          run the authority (API 127.0.0.1:7070, metrics 127.0.0.1:7071)
+  proxy [--config FILE]              run the proxy sidecar (127.0.0.1:7080, admin 127.0.0.1:7081;
+                                     default config/proxy.yaml; SIGHUP or a file change reloads)
   migrate [--config FILE]            apply database migrations
   orgs create --name NAME [--plan community|team|business|enterprise] [--test]
   orgs list
@@ -62,6 +72,14 @@ async function main(argv: string[]): Promise<number> {
       await runAuthority(rest);
       return -1; // keeps running until a signal
     }
+    if (command === 'proxy') {
+      await runProxyCommand(rest);
+      return -1;
+    }
+    if (command === 'start') {
+      await runStart(rest);
+      return -1;
+    }
     const io = { out: (line: string) => console.log(line), env: process.env };
     if (command === 'audit') return await runAuditCommand(rest, io);
     if (command === 'keys' && rest[0] === 'rotate-signing') {
@@ -72,7 +90,7 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   } catch (error) {
     const usage = error instanceof UsageError || String((error as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS');
-    if (usage || error instanceof ConfigError) {
+    if (usage || error instanceof ConfigError || error instanceof ProxyConfigError) {
       console.error(`countersign: ${(error as Error).message}`);
       if (usage) console.error(`\n${USAGE}`);
       return 2;

@@ -234,11 +234,16 @@ export const PROXY_ENV_OVERRIDES: ReadonlyArray<readonly [env: string, key: stri
 export async function loadProxyConfig(file: string, env: NodeJS.ProcessEnv = process.env): Promise<ProxyConfig> {
   const fromFile = await readConfigMapping(file, (message) => new ProxyConfigError(message));
   const merged = withEnvOverrides(fromFile, PROXY_ENV_OVERRIDES, env);
+  // Keys inside `authority:`; a key file given here replaces an inline api_key.
+  const authority: Record<string, unknown> = typeof merged.authority === 'object' && merged.authority !== null ? { ...merged.authority } : {};
   const authorityUrl = env.COUNTERSIGN_PROXY_AUTHORITY_URL;
-  if (authorityUrl !== undefined && authorityUrl !== '') {
-    const authority = typeof merged.authority === 'object' && merged.authority !== null ? merged.authority : {};
-    merged.authority = { ...authority, url: authorityUrl };
+  if (authorityUrl !== undefined && authorityUrl !== '') authority.url = authorityUrl;
+  const keyFile = env.COUNTERSIGN_PROXY_API_KEY_FILE;
+  if (keyFile !== undefined && keyFile !== '') {
+    authority.api_key_file = keyFile;
+    delete authority.api_key;
   }
+  if (Object.keys(authority).length > 0) merged.authority = authority;
   return parseProxyConfig(merged, file);
 }
 

@@ -137,6 +137,8 @@ t.test('environment overrides: REDIS_URL, COUNTERSIGN_PROXY_ORGANIZATION and the
   const viaEnv = await loadProxyConfig(file, { COUNTERSIGN_PROXY_ORGANIZATION: 'org_9', REDIS_URL: '' });
   t.equal(viaEnv.organization, 'org_9');
   t.equal(viaEnv.redis_url, undefined, 'an empty variable is unset');
+  const keyFromEnv = await loadProxyConfig(file, { COUNTERSIGN_PROXY_ORGANIZATION: 'org_9', COUNTERSIGN_PROXY_API_KEY_FILE: '/run/secrets/proxy.key' });
+  t.same(keyFromEnv.authority, { url: 'http://a', api_key_file: '/run/secrets/proxy.key' }, 'COUNTERSIGN_PROXY_API_KEY_FILE replaces an inline key');
 });
 
 t.test('file problems', async (t) => {

@@ -1,0 +1,382 @@
+/**
+ * Starts the proxy process: configuration, the shared store, the authority's permit keys, the
+ * gate, the proxy listener and the admin listener (`/metrics`, `/healthz`, `/readyz`), plus hot
+ * reload of the configuration file. `close()` drains in-flight requests, then releases everything.
+ *
+ * - The authority being unreachable at start does not stop the start: the proxy listens, is not
+ *   ready (`/readyz` 503, `checks.keys: unavailable`) and answers gated requests 503
+ *   `gate_unavailable` (fail closed) until a refresh on the timer loads the keys.
+ * - Without `redis_url` the proxy's in-process store is shared with nobody: permits would not be
+ *   single-use across processes, revocations would not arrive and records would not reach the
+ *   audit log. So a store is required: `options.store` (the all-in-one process shares the
+ *   embedded authority's), or Redis from `redis_url`; the in-process store only when allowed
+ *   (`allowInProcessStore`, or `COUNTERSIGN_ALLOW_IN_PROCESS_STORE=1`).
+ * - Reload (file watch; SIGHUP when `handleSighup` or via the CLI): the new file is validated as a
+ *   whole; a valid one swaps `{config, table}` in one step for new requests (routes, modes,
+ *   upstream, unmatched, permit header, issuer, audience, log level), an invalid one keeps the last
+ *   good one, logs every bad field and sets `countersign_proxy_config_reload_success` to 0.
+ *   `listen`, `admin_listen`, `redis_url`, `organization` and `authority` need a restart: a change
+ *   to them is logged and ignored, and the configuration in force keeps the old values.
+ *
+ * @example
+ *   const proxy = await startProxy('config/proxy.yaml', { store: authority.store });
+ *   proxy.url;      // http://127.0.0.1:7080
+ *   proxy.adminUrl; // http://127.0.0.1:7081 (GET /metrics, /healthz, /readyz)
+ *   await proxy.reload(); // false: the file is invalid and the last good configuration stays
+ *   await proxy.close();
+ */
+import { watch, type FSWatcher } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import { CountersignClient } from '../shared/client/client.js';
+import { CountersignError } from '../shared/errors.js';
+import { createLogger } from '../shared/logging.js';
+import { RemoteKeyResolver } from '../shared/permits/remote-keys.js';
+import { createSharedStore } from '../shared/store/index.js';
+import type { SharedStore } from '../shared/store/types.js';
+import { loadProxyConfig, ProxyConfigError, readProxyApiKey, type ProxyConfig } from './config.js';
+import { createGate, type Gate } from './gate.js';
+import { requestIdOf, sendError } from './http-messages.js';
+import { createProxyMetrics, type ProxyMetrics } from './metrics.js';
+import { compileRouteTable } from './routes.js';
+import { createProxyServer, type ProxyState } from './server.js';
+
+export interface StartProxyOptions {
+  env?: NodeJS.ProcessEnv;
+  /** Default: a JSON logger named `proxy` at the configuration's `log_level` (then kept in step on reload). */
+  logger?: Logger;
+  /** A store shared with an in-process authority (`npm start`); not closed by `close()`. */
+  store?: SharedStore;
+  /** Milliseconds since the epoch, for the gate and the key cache; default Date.now. */
+  now?: () => number;
+  /** Allow an in-process store of the proxy's own (one process, nothing shared); default from env. */
+  allowInProcessStore?: boolean;
+  /** How often the key set is refreshed when stale or never loaded; default 30 s. */
+  keyRefreshIntervalMs?: number;
+  /** Minimum time between two key fetches caused by unknown kids or retries; default 10 s. */
+  keyRefreshCooldownMs?: number;
+  /** Watch the configuration file and reload on change; default true. */
+  watch?: boolean;
+  /** Editors write a file in several steps: wait this long after the last event; default 200 ms. */
+  watchDebounceMs?: number;
+  /** Reload on SIGHUP (a process-wide handler, so only for the process entry); default false. */
+  handleSighup?: boolean;
+  /** /readyz gives the store this long to answer a ping; default 1 s. */
+  readyTimeoutMs?: number;
+  /** `close()` lets in-flight requests finish for up to this long, then cuts them; default 10 s. */
+  drainTimeoutMs?: number;
+}
+
+export interface RunningProxy {
+  url: string;
+  adminUrl: string;
+  metrics: ProxyMetrics;
+  /** The proxy's logger (the given one, or its own, whose level follows `log_level` on reload). */
+  logger: Logger;
+  /** The configuration in force. */
+  config(): ProxyConfig;
+  /** Re-reads and validates the file; true when the new configuration is in force. */
+  reload(): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+/** Changing these needs a restart: they are bound to listeners, connections or the key cache. */
+const RESTART_ONLY = ['listen', 'admin_listen', 'redis_url', 'organization', 'authority'] as const;
+
+export async function startProxy(configFile: string, options: StartProxyOptions = {}): Promise<RunningProxy> {
+  const env = options.env ?? process.env;
+  const now = options.now ?? Date.now;
+  // A bad file at start is the operator's to fix: throw, naming every bad field.
+  const initial = await loadProxyConfig(configFile, env);
+  const ownLogger = options.logger === undefined;
+  const logger = options.logger ?? createLogger({ name: 'proxy', level: initial.log_level });
+  const apiKey = await readProxyApiKey(initial.authority);
+
+  const allowInProcess = options.allowInProcessStore ?? ['1', 'true'].includes(env.COUNTERSIGN_ALLOW_IN_PROCESS_STORE ?? '');
+  if (options.store === undefined && initial.redis_url === undefined && !allowInProcess) {
+    throw new ProxyConfigError(
+      `${configFile} is invalid:\n  redis_url: required: the proxy shares replay state, revocations and records with the authority through Redis ` +
+        '(an in-process store is shared with nobody; set COUNTERSIGN_ALLOW_IN_PROCESS_STORE=1 to run one anyway, for development)',
+    );
+  }
+
+  const release: Array<() => Promise<void>> = [];
+  let closing: Promise<void> | undefined;
+  const closeAll = (): Promise<void> =>
+    (closing ??= (async () => {
+      for (const step of [...release].reverse()) {
+        await step().catch((error: unknown) => logger.error({ err: error }, 'error while closing'));
+      }
+    })());
+
+  try {
+    const store = options.store ?? createSharedStore({ redisUrl: initial.redis_url });
+    if (options.store === undefined) release.push(() => store.close());
+
+    const metrics = createProxyMetrics();
+    const client = new CountersignClient({ baseUrl: initial.authority.url, apiKey });
+    release.push(() => client.close());
+    const keys = new RemoteKeyResolver({
+      fetchKeys: () => client.permitKeys(),
+      now,
+      ...(options.keyRefreshCooldownMs !== undefined ? { refreshCooldownMs: options.keyRefreshCooldownMs } : {}),
+      onRefresh: (result, error) => {
+        if (result === 'skipped_cooldown') return;
+        metrics.keyRefreshes.inc({ result: result === 'ok' ? 'success' : 'failure' });
+        if (result === 'failed') logger.warn({ err: error }, 'could not refresh the permit keys from the authority; keeping the last good set');
+      },
+    });
+    try {
+      await keys.start();
+    } catch (error) {
+      // Fail closed per request (503) rather than not at all: the timer keeps trying.
+      logger.error({ err: error, authority: initial.authority.url }, 'permit keys unavailable: gated requests get 503 until they load');
+    }
+    const refreshTimer = setInterval(() => void keys.refreshIfStale(), options.keyRefreshIntervalMs ?? 30_000);
+    refreshTimer.unref();
+    release.push(async () => clearInterval(refreshTimer));
+
+    const buildGate = (config: ProxyConfig): Gate =>
+      createGate({
+        organization: config.organization,
+        issuer: config.issuer,
+        audience: config.audience,
+        keys,
+        store,
+        now,
+        permitHeader: config.permit_header,
+        onRecordError: (error) => {
+          metrics.recordAppendFailures.inc();
+          logger.warn({ err: error }, 'could not append a verification record');
+        },
+      });
+    let inner = buildGate(initial);
+    // The server holds one gate; this one forwards to the gate of the configuration in force.
+    const gate: Gate = { stream: inner.stream, check: (input) => inner.check(input) };
+    let state: ProxyState = { config: initial, table: compileRouteTable(initial.routes) };
+    metrics.setRouteModes(initial.routes);
+    metrics.recordConfigReload(true, now());
+
+    const proxy = createProxyServer({ current: () => state, gate, store, metrics, logger });
+    const drainTimeoutMs = options.drainTimeoutMs ?? 10_000;
+    // proxy.close() cuts every connection; let the requests in flight finish first.
+    release.push(async () => {
+      await drain(proxy.server, drainTimeoutMs);
+      await proxy.close();
+    });
+    const url = await listen(proxy.server, initial.listen);
+
+    const readyTimeoutMs = options.readyTimeoutMs ?? 1_000;
+    const admin = createServer((req, res) => {
+      handleAdmin(req, res, { metrics, keys, store, readyTimeoutMs }).catch((error: unknown) => {
+        logger.error({ err: error }, 'admin request failed');
+        sendError(res, requestIdOf(req), new CountersignError('internal'));
+      });
+    });
+    release.push(() => closeServer(admin));
+    const adminUrl = await listen(admin, initial.admin_listen);
+
+    const reloadOnce = async (): Promise<boolean> => {
+      let next: ProxyConfig;
+      try {
+        next = await loadProxyConfig(configFile, env);
+      } catch (error) {
+        metrics.recordConfigReload(false, now());
+        logger.error({ err: error, file: configFile }, 'configuration reload refused; the last good configuration stays in force');
+        return false;
+      }
+      const running = state.config;
+      const ignored = RESTART_ONLY.filter((key) => JSON.stringify(next[key]) !== JSON.stringify(running[key]));
+      if (ignored.length > 0) logger.warn({ fields: ignored }, 'configuration changes that need a restart were ignored');
+      const kept: ProxyConfig = { ...next, ...Object.fromEntries(ignored.map((key) => [key, running[key]])) };
+      const nextGate = buildGate(kept);
+      // One assignment each, in the same tick: a request sees the old pair or the new one.
+      inner = nextGate;
+      state = { config: kept, table: compileRouteTable(kept.routes) };
+      metrics.setRouteModes(kept.routes);
+      metrics.recordConfigReload(true, now());
+      if (ownLogger) logger.level = kept.log_level;
+      logger.info({ routes: kept.routes.map((route) => `${route.name}:${route.mode}`) }, 'configuration reloaded');
+      return true;
+    };
+    // Reloads run one after another, so two quick edits cannot land out of order.
+    let queue: Promise<boolean> = Promise.resolve(true);
+    const reload = (): Promise<boolean> => (queue = queue.then(reloadOnce, reloadOnce));
+
+    if (options.watch ?? true) {
+      const watcher = watchConfigFile(configFile, options.watchDebounceMs ?? 200, () => void reload(), logger);
+      release.push(async () => watcher.close());
+    }
+    if (options.handleSighup) {
+      const onHup = () => {
+        logger.info('SIGHUP: reloading the configuration');
+        void reload();
+      };
+      process.on('SIGHUP', onHup);
+      release.push(async () => void process.off('SIGHUP', onHup));
+    }
+
+    logger.info({ proxy: url, admin: adminUrl, upstream: initial.upstream, store: store.kind, keys_loaded: keys.ready() }, 'proxy listening');
+    return { url, adminUrl, metrics, logger, config: () => state.config, reload, close: closeAll };
+  } catch (error) {
+    await closeAll();
+    throw error;
+  }
+}
+
+// ---- admin endpoints ----
+
+interface AdminDeps {
+  metrics: ProxyMetrics;
+  keys: RemoteKeyResolver;
+  store: SharedStore;
+  readyTimeoutMs: number;
+}
+
+async function handleAdmin(req: IncomingMessage, res: ServerResponse, deps: AdminDeps): Promise<void> {
+  const requestId = requestIdOf(req);
+  const path = (req.url ?? '/').split('?', 1)[0];
+  const known = path === '/metrics' || path === '/healthz' || path === '/readyz';
+  if (!known) return sendError(res, requestId, new CountersignError('not_found'));
+  if (req.method !== 'GET' && req.method !== 'HEAD') return sendError(res, requestId, new CountersignError('method_not_allowed'));
+  if (path === '/metrics') {
+    const text = await deps.metrics.registry.metrics();
+    return send(res, 200, deps.metrics.registry.contentType, text, requestId);
+  }
+  if (path === '/healthz') return send(res, 200, 'application/json; charset=utf-8', JSON.stringify({ status: 'ok' }), requestId);
+  const storeOk = await withTimeout(deps.store.ping(), deps.readyTimeoutMs);
+  const checks = { keys: deps.keys.ready() ? 'ok' : 'unavailable', store: storeOk ? 'ok' : 'unavailable' } as const;
+  const ok = checks.keys === 'ok' && checks.store === 'ok';
+  return send(res, ok ? 200 : 503, 'application/json; charset=utf-8', JSON.stringify({ status: ok ? 'ok' : 'unavailable', checks }), requestId);
+}
+
+function send(res: ServerResponse, status: number, contentType: string, body: string, requestId: string): void {
+  res.writeHead(status, {
+    'content-type': contentType,
+    'content-length': Buffer.byteLength(body),
+    'cache-control': 'no-store',
+    'x-request-id': requestId,
+  });
+  res.end(res.req.method === 'HEAD' ? undefined : body);
+}
+
+/** Resolves true when `promise` fulfils within `ms`; a hung Redis must not hang the probe. */
+function withTimeout(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms);
+    timer.unref();
+    promise.then(
+      () => {
+        clearTimeout(timer);
+        resolve(true);
+      },
+      () => {
+        clearTimeout(timer);
+        resolve(false);
+      },
+    );
+  });
+}
+
+// ---- listeners and the file watcher ----
+
+function listen(server: Server, address: { host: string; port: number }): Promise<string> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(address.port, address.host, () => {
+      server.off('error', reject);
+      const bound = server.address() as AddressInfo;
+      const host = bound.family === 'IPv6' ? `[${bound.address}]` : bound.address;
+      resolve(`http://${host}:${bound.port}`);
+    });
+  });
+}
+
+function closeServer(server: Server): Promise<void> {
+  if (!server.listening) return Promise.resolve();
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    // Scrapers keep connections alive; the admin port has nothing in flight worth waiting for.
+    server.closeAllConnections();
+  });
+}
+
+/** Stops accepting, then waits for the connections to end; idle keep-alive ones are closed as they become idle. */
+function drain(server: Server, timeoutMs: number): Promise<void> {
+  if (!server.listening) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(deadline);
+      clearInterval(sweep);
+      resolve();
+    };
+    const deadline = setTimeout(done, timeoutMs);
+    // A connection that just answered stays open for keep-alive; close it once it is idle.
+    const sweep = setInterval(() => server.closeIdleConnections(), 25);
+    server.close(() => done());
+    server.closeIdleConnections();
+  });
+}
+
+/**
+ * Calls `onChange` once per burst of events. Editors that save by writing a new file and renaming
+ * it over the old one (vim, many IDEs, Kubernetes ConfigMap symlink swaps) leave the watch on a
+ * file that no longer has the name: on 'rename' the watch is re-established on the path.
+ */
+function watchConfigFile(file: string, debounceMs: number, onChange: () => void, logger: Logger): { close(): void } {
+  let watcher: FSWatcher | null = null;
+  let timer: NodeJS.Timeout | null = null;
+  let rewatch = false;
+  let closed = false;
+  let misses = 0;
+
+  const start = (): boolean => {
+    try {
+      watcher = watch(file, { persistent: false }, (event) => {
+        if (event === 'rename') rewatch = true;
+        schedule();
+      });
+      watcher.on('error', (error) => {
+        logger.warn({ err: error, file }, 'configuration file watch failed; re-watching');
+        rewatch = true;
+        schedule();
+      });
+      return true;
+    } catch (error) {
+      logger.warn({ err: error, file }, 'cannot watch the configuration file (SIGHUP still reloads)');
+      return false;
+    }
+  };
+  const schedule = () => {
+    if (closed) return;
+    if (timer !== null) clearTimeout(timer);
+    timer = setTimeout(fire, debounceMs);
+    timer.unref();
+  };
+  const fire = () => {
+    timer = null;
+    if (closed) return;
+    if (rewatch) {
+      watcher?.close();
+      watcher = null;
+      // The new file may not be in place yet: try again after another debounce, for a while.
+      if (!start()) {
+        if (++misses < 50) schedule();
+        else logger.error({ file }, 'the configuration file is gone; no longer watching it (SIGHUP still reloads)');
+        return;
+      }
+      rewatch = false;
+      misses = 0;
+    }
+    onChange();
+  };
+  start();
+  return {
+    close() {
+      closed = true;
+      if (timer !== null) clearTimeout(timer);
+      watcher?.close();
+    },
+  };
+}
