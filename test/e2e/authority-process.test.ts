@@ -186,6 +186,14 @@ t.test('Postgres without Redis is refused unless allowed', async (t) => {
   t.match(result.stderr, /REDIS_URL/);
 });
 
+t.test('the built CLI is executable, so npx countersign works after npm ci and a build', async (t) => {
+  // Regression: npm links the bin before dist/ exists, so the build itself must set the mode.
+  t.ok((await stat(CLI)).mode & 0o100, 'dist/bin/countersign.js has its execute bit');
+  const help = spawnSync(CLI, ['help'], { encoding: 'utf8' });
+  t.equal(help.status, 0);
+  t.match(help.stdout, /usage: countersign/);
+});
+
 t.test('a bad configuration names the field', async (t) => {
   const result = spawnSync(process.execPath, [CLI, 'authority'], {
     env: { PATH: process.env.PATH, COUNTERSIGN_AUTHORITY_LISTEN: 'nowhere' },
