@@ -12,6 +12,7 @@ import { mkdir } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
+import { Resources } from '../shared/lifecycle.js';
 import { createLogger } from '../shared/logging.js';
 import { createSharedStore } from '../shared/store/index.js';
 import type { SharedStore } from '../shared/store/types.js';
@@ -71,14 +72,9 @@ export async function startAuthority(config: AuthorityConfig, options: StartOpti
   const box = await openSecretBox(config);
   const db = await openDb({ databaseUrl: config.database_url, dataDir: config.data_dir });
   // Released in reverse order of acquisition: listeners first (draining requests), the database last.
-  const release: Array<() => Promise<void>> = [() => db.close()];
-  let closing: Promise<void> | undefined;
-  const closeAll = (): Promise<void> =>
-    (closing ??= (async () => {
-      for (const step of [...release].reverse()) {
-        await step().catch((error: unknown) => logger.error({ err: error }, 'error while closing'));
-      }
-    })());
+  const resources = new Resources((error) => logger.error({ err: error }, 'error while closing'));
+  resources.add(() => db.close());
+  const closeAll = () => resources.closeAll();
   try {
     const { applied } = await migrate(db);
     if (applied.length > 0) logger.info({ applied }, 'migrations applied');
@@ -98,15 +94,15 @@ export async function startAuthority(config: AuthorityConfig, options: StartOpti
     }
 
     const store = createSharedStore({ redisUrl: config.redis_url });
-    release.push(() => store.close());
+    resources.add(() => store.close());
     const metrics = createAuthorityMetrics();
     const jwt = config.auth.jwt ? await createJwtVerifier(config.auth.jwt) : null;
     const deps = { config, db, store, clock, metrics, logger, jwt, keys, policies };
 
     const app = await buildAuthorityApp(deps);
-    release.push(() => app.close());
+    resources.add(() => app.close());
     const admin = await buildAdminApp(deps);
-    release.push(() => admin.close());
+    resources.add(() => admin.close());
     // Signed checkpoints of every chain head, so a truncated tail is detectable later.
     const auditKeys = auditKeysFrom(keys);
     const checkpointTimer = setInterval(() => {
@@ -116,10 +112,10 @@ export async function startAuthority(config: AuthorityConfig, options: StartOpti
         .catch((error: unknown) => logger.error({ err: error }, 'audit checkpoint failed'));
     }, config.audit.checkpoint_interval_seconds * 1000);
     checkpointTimer.unref();
-    release.push(async () => clearInterval(checkpointTimer));
+    resources.add(async () => clearInterval(checkpointTimer));
     // Records that gates wrote to the shared store (verifications, executions) reach the audit log.
     const verificationDrain = startVerificationDrain({ db, store, clock }, { intervalMs: 1_000, logger });
-    release.push(() => verificationDrain.stop());
+    resources.add(() => verificationDrain.stop());
     await app.listen({ host: config.listen.host, port: config.listen.port });
     await admin.listen({ host: config.admin_listen.host, port: config.admin_listen.port });
 

@@ -31,6 +31,7 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { CountersignClient } from '../shared/client/client.js';
 import { CountersignError } from '../shared/errors.js';
+import { Resources } from '../shared/lifecycle.js';
 import { createLogger } from '../shared/logging.js';
 import { RemoteKeyResolver } from '../shared/permits/remote-keys.js';
 import { createSharedStore } from '../shared/store/index.js';
@@ -101,22 +102,16 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
     );
   }
 
-  const release: Array<() => Promise<void>> = [];
-  let closing: Promise<void> | undefined;
-  const closeAll = (): Promise<void> =>
-    (closing ??= (async () => {
-      for (const step of [...release].reverse()) {
-        await step().catch((error: unknown) => logger.error({ err: error }, 'error while closing'));
-      }
-    })());
+  const resources = new Resources((error) => logger.error({ err: error }, 'error while closing'));
+  const closeAll = () => resources.closeAll();
 
   try {
     const store = options.store ?? createSharedStore({ redisUrl: initial.redis_url });
-    if (options.store === undefined) release.push(() => store.close());
+    if (options.store === undefined) resources.add(() => store.close());
 
     const metrics = createProxyMetrics();
     const client = new CountersignClient({ baseUrl: initial.authority.url, apiKey });
-    release.push(() => client.close());
+    resources.add(() => client.close());
     const keys = new RemoteKeyResolver({
       fetchKeys: () => client.permitKeys(),
       now,
@@ -135,7 +130,7 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
     }
     const refreshTimer = setInterval(() => void keys.refreshIfStale(), options.keyRefreshIntervalMs ?? 30_000);
     refreshTimer.unref();
-    release.push(async () => clearInterval(refreshTimer));
+    resources.add(async () => clearInterval(refreshTimer));
 
     const buildGate = (config: ProxyConfig): Gate =>
       createGate({
@@ -161,7 +156,7 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
     const proxy = createProxyServer({ current: () => state, gate, store, metrics, logger });
     const drainTimeoutMs = options.drainTimeoutMs ?? 10_000;
     // proxy.close() cuts every connection; let the requests in flight finish first.
-    release.push(async () => {
+    resources.add(async () => {
       await drain(proxy.server, drainTimeoutMs);
       await proxy.close();
     });
@@ -174,7 +169,7 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
         sendError(res, requestIdOf(req), new CountersignError('internal'));
       });
     });
-    release.push(() => closeServer(admin));
+    resources.add(() => closeServer(admin));
     const adminUrl = await listen(admin, initial.admin_listen);
 
     const reloadOnce = async (): Promise<boolean> => {
@@ -206,7 +201,7 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
 
     if (options.watch ?? true) {
       const watcher = watchConfigFile(configFile, options.watchDebounceMs ?? 200, () => void reload(), logger);
-      release.push(async () => watcher.close());
+      resources.add(async () => watcher.close());
     }
     if (options.handleSighup) {
       const onHup = () => {
@@ -214,7 +209,7 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
         void reload();
       };
       process.on('SIGHUP', onHup);
-      release.push(async () => void process.off('SIGHUP', onHup));
+      resources.add(async () => void process.off('SIGHUP', onHup));
     }
 
     logger.info({ proxy: url, admin: adminUrl, upstream: initial.upstream, store: store.kind, keys_loaded: keys.ready() }, 'proxy listening');

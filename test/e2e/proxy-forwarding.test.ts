@@ -9,8 +9,8 @@
  *   npx tap --disable-coverage test/e2e/proxy-forwarding.test.ts
  *   node test/run.mjs test/e2e/proxy-forwarding.test.ts   # with Postgres + Redis
  */
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import { connect, type AddressInfo, type Socket } from 'node:net';
+import { createServer, type IncomingHttpHeaders } from 'node:http';
+import { connect, type Socket } from 'node:net';
 import { Readable } from 'node:stream';
 import t, { type Test } from 'tap';
 import { request } from 'undici';
@@ -30,6 +30,7 @@ import { VerificationRecord } from '../../shared/wire/verification-records.js';
 import { createTestAuthority, type TestAuthority } from '../helpers/authority.js';
 import { appBackends, realServersMissing, type OpenedBackend } from '../helpers/backends.js';
 import { ManualClock } from '../helpers/clock.js';
+import { listen, closeServer, deadUrl, downStore } from '../helpers/loopback.js';
 
 const generous = { rate_limits: { evaluate: { per_minute: 100_000, burst: 100_000 }, plans: { community: { per_minute: 100_000, burst: 100_000 }, business: { per_minute: 100_000, burst: 100_000 } } } };
 
@@ -88,41 +89,6 @@ async function startUpstream(t: Test): Promise<Upstream> {
   upstream.url = await listen(server);
   t.teardown(() => closeServer(server));
   return upstream;
-}
-
-async function listen(server: Server): Promise<string> {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
-
-function closeServer(server: Server): Promise<void> {
-  server.closeAllConnections();
-  return new Promise((resolve) => server.close(() => resolve()));
-}
-
-/** A loopback URL where nothing listens: a server bound and closed again. */
-async function deadUrl(): Promise<string> {
-  const server = createServer();
-  const url = await listen(server);
-  await closeServer(server);
-  return url;
-}
-
-/** A store that is down: every call rejects. */
-function downStore(): SharedStore {
-  const down = () => Promise.reject(new Error('ECONNREFUSED'));
-  return {
-    kind: 'redis',
-    consumeOnce: down,
-    revoke: down,
-    isRevoked: down,
-    takeToken: down,
-    appendRecord: down,
-    readRecords: down,
-    trimRecords: down,
-    ping: down,
-    close: () => Promise.resolve(),
-  };
 }
 
 /** An upstream that accepts any upgrade and then echoes each chunk back as `echo:<chunk>`. */

@@ -9,8 +9,7 @@
  *   npx tap --disable-coverage test/e2e/proxy-process.test.ts
  */
 import { mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -23,6 +22,7 @@ import { EvaluateResponse } from '../../shared/wire/evaluate.js';
 import { createTestAuthority } from '../helpers/authority.js';
 import { appBackends, realServersMissing } from '../helpers/backends.js';
 import { ManualClock } from '../helpers/clock.js';
+import { listen, closeServer, deadUrl } from '../helpers/loopback.js';
 
 const generous = { rate_limits: { evaluate: { per_minute: 100_000, burst: 100_000 }, plans: { community: { per_minute: 100_000, burst: 100_000 }, business: { per_minute: 100_000, burst: 100_000 } } } };
 
@@ -59,23 +59,6 @@ routes:
         type: { const: demo }
         id: { path: id }
 `;
-}
-
-async function listen(server: Server): Promise<string> {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
-
-function closeServer(server: Server): Promise<void> {
-  server.closeAllConnections();
-  return new Promise((resolve) => server.close(() => resolve()));
-}
-
-async function deadUrl(): Promise<string> {
-  const server = createServer();
-  const url = await listen(server);
-  await closeServer(server);
-  return url;
 }
 
 async function get(url: string) {

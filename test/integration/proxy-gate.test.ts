@@ -23,6 +23,7 @@ import { VerificationRecord } from '../../shared/wire/verification-records.js';
 import { createTestAuthority, type TestAuthority } from '../helpers/authority.js';
 import { appBackends, realServersMissing } from '../helpers/backends.js';
 import { ManualClock } from '../helpers/clock.js';
+import { downStore } from '../helpers/loopback.js';
 
 const generous = { rate_limits: { evaluate: { per_minute: 100_000, burst: 100_000 }, plans: { community: { per_minute: 100_000, burst: 100_000 }, business: { per_minute: 100_000, burst: 100_000 } } } };
 
@@ -58,23 +59,6 @@ function routeOf(routes: readonly ProxyRoute[], name: string): ProxyRoute {
   const route = routes.find((candidate) => candidate.name === name);
   if (!route) throw new Error(`no route ${name}`);
   return route;
-}
-
-/** A store that is down: every call rejects. */
-function downStore(): SharedStore {
-  const down = () => Promise.reject(new Error('ECONNREFUSED'));
-  return {
-    kind: 'redis',
-    consumeOnce: down,
-    revoke: down,
-    isRevoked: down,
-    takeToken: down,
-    appendRecord: down,
-    readRecords: down,
-    trimRecords: down,
-    ping: down,
-    close: () => Promise.resolve(),
-  };
 }
 
 /** Flips one character in the middle of the signature (the last one may only hold padding bits). */
