@@ -15,11 +15,14 @@ import type { Logger } from 'pino';
 import type { SharedStore } from '../shared/store/types.js';
 import { apiKeyRoutes } from './api-keys/routes.js';
 import { auditRoutes } from './audit/routes.js';
+import { approvalRoutes } from './approvals/routes.js';
 import { createAuthenticator } from './auth/authenticate.js';
+import { CredentialCache } from './auth/credential-cache.js';
 import type { JwtVerifier } from './auth/jwt.js';
 import { identityRoutes } from './auth/routes.js';
 import type { AuthorityConfig } from './config.js';
 import { effectRoutes } from './effects/routes.js';
+import { escalationRoutes } from './escalations/routes.js';
 import { evaluateRoutes } from './evaluate/routes.js';
 import { storeEvaluations } from './evaluate/store.js';
 import { healthRoutes } from './health/routes.js';
@@ -84,9 +87,13 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
   });
 
   installErrorHandling(app);
+  const credentials = new CredentialCache({ metrics: deps.metrics, logger: deps.logger });
+  credentials.start(deps.db);
+  app.addHook('onClose', () => credentials.close());
   installGuard(app, {
     authenticate: createAuthenticator({
       db: deps.db,
+      credentials,
       clock: deps.clock,
       jwt: deps.jwt,
       xServiceKeyEnabled: deps.config.auth.x_service_key.enabled,
@@ -97,15 +104,19 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
   });
 
   const keyResolver = new PublishedKeyResolver(deps.keys, deps.clock);
-  const writer = new GroupCommit(deps.db, storeEvaluations, { maxBatch: 128 });
+  // Postgres: while one batch holds its organizations' chain heads, the next ones insert their
+  // rows on other connections (the pool has 10). PGlite has one connection: one at a time.
+  const writer = new GroupCommit(deps.db, storeEvaluations, { maxBatch: 128, maxInFlight: deps.db.kind === 'postgres' ? 3 : 1 });
   healthRoutes(app, deps);
   identityRoutes(app);
-  apiKeyRoutes(app, deps);
-  policyRoutes(app, deps);
+  apiKeyRoutes(app, { ...deps, credentials });
+  policyRoutes(app, { ...deps, credentials });
   evaluateRoutes(app, { ...deps, writer });
   permitRoutes(app, { ...deps, keyResolver });
   verifyRoutes(app, { ...deps, keyResolver });
   effectRoutes(app, deps);
+  approvalRoutes(app, deps);
+  escalationRoutes(app, deps);
   auditRoutes(app, { db: deps.db, keys: auditKeysFrom(deps.keys), clock: deps.clock });
 
   await app.ready();

@@ -101,6 +101,24 @@ export const AuthorityConfig = z
       .object({ checkpoint_interval_seconds: z.number().int().min(1).default(300) })
       .strict()
       .default({ checkpoint_interval_seconds: 300 }),
+    escalations: z
+      .object({
+        /**
+         * An escalation created with a riskScore below this is auto_approved at once. null: off
+         * (every escalation waits for its approvers).
+         */
+        auto_approve_below: z.number().min(0).max(1).nullable().default(null),
+        /** The time a tier has when the request names none (the policy default is one hour too). */
+        default_timeout_ms: z.number().int().positive().max(30 * 24 * 3600 * 1000).default(3_600_000),
+        /** How often timed-out escalations are recorded in the background (reads apply them anyway). */
+        sweep_interval_ms: z.number().int().min(100).max(3_600_000).default(5_000),
+        /** Per-organization overrides by organization id. */
+        organizations: z
+          .record(z.string(), z.object({ auto_approve_below: z.number().min(0).max(1).nullable() }).strict())
+          .default({}),
+      })
+      .strict()
+      .default({ auto_approve_below: null, default_timeout_ms: 3_600_000, sweep_interval_ms: 5_000, organizations: {} }),
     /** The policy loaded into organization `default` on first start; unset: the example shipped in config/policies/. */
     bootstrap_policy: z.string().min(1).optional(),
     rate_limits: z

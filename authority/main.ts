@@ -21,6 +21,7 @@ import { createJwtVerifier } from './auth/jwt.js';
 import { ConfigError, type AuthorityConfig } from './config.js';
 import { createAuthorityMetrics } from './metrics.js';
 import { writeCheckpoints } from './audit/checkpoints.js';
+import { startEscalationSweeper } from './escalations/sweeper.js';
 import { bootstrap, readBootstrapPolicy } from './orgs/bootstrap.js';
 import { PolicyVersions } from './policy/versions.js';
 import { auditKeysFrom } from './signing/audit-keys.js';
@@ -116,6 +117,9 @@ export async function startAuthority(config: AuthorityConfig, options: StartOpti
     // Records that gates wrote to the shared store (verifications, executions) reach the audit log.
     const verificationDrain = startVerificationDrain({ db, store, clock }, { intervalMs: 1_000, logger });
     resources.add(() => verificationDrain.stop());
+    // Escalation tiers that ran out are recorded (escalated / timed_out) even when nobody reads them.
+    const escalationSweeper = startEscalationSweeper({ db, clock, metrics }, { intervalMs: config.escalations.sweep_interval_ms, logger });
+    resources.add(() => escalationSweeper.stop());
     await app.listen({ host: config.listen.host, port: config.listen.port });
     await admin.listen({ host: config.admin_listen.host, port: config.admin_listen.port });
 

@@ -22,6 +22,8 @@ export interface AuthorityMetrics {
   permitsRevoked: Counter;
   verifications: Counter<'result' | 'reason'>;
   auditAppendFailures: Counter<'operation'>;
+  credentialCache: Counter<'result'>;
+  escalations: Counter<'status'>;
 }
 
 export function createAuthorityMetrics(): AuthorityMetrics {
@@ -85,6 +87,18 @@ export function createAuthorityMetrics(): AuthorityMetrics {
       name: 'countersign_audit_append_failures_total',
       help: 'Operations refused because their audit event could not be written, by operation.',
       labelNames: ['operation'],
+      registers,
+    }),
+    credentialCache: new Counter({
+      name: 'countersign_credential_cache_lookups_total',
+      help: 'Credential lookups (API keys, organizations) by result: hit, miss, or bypass (change notices interrupted, so the database was asked).',
+      labelNames: ['result'],
+      registers,
+    }),
+    escalations: new Counter({
+      name: 'countersign_escalations_total',
+      help: 'Escalations entering each status (pending, escalated, approved, rejected, timed_out, auto_approved) through the escalation endpoints and the timeout sweeper.',
+      labelNames: ['status'],
       registers,
     }),
   };

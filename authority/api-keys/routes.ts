@@ -15,15 +15,17 @@ import {
 } from '../../shared/wire/api-keys.js';
 import type { Principal } from '../auth/principal.js';
 import type { Db } from '../store/db.js';
+import type { CredentialCache } from '../auth/credential-cache.js';
 import type { Clock } from '../time.js';
 import { apiKeyToWire, createApiKey, listApiKeys, revokeApiKey } from './keys.js';
 
 export interface ApiKeyRouteDeps {
   db: Db;
   clock: Clock;
+  credentials: Pick<CredentialCache, 'invalidate'>;
 }
 
-export function apiKeyRoutes(app: FastifyInstance, { db, clock }: ApiKeyRouteDeps): void {
+export function apiKeyRoutes(app: FastifyInstance, { db, clock, credentials }: ApiKeyRouteDeps): void {
   const routes = app.withTypeProvider<ZodTypeProvider>();
 
   routes.post(
@@ -73,6 +75,8 @@ export function apiKeyRoutes(app: FastifyInstance, { db, clock }: ApiKeyRouteDep
     async (request) => {
       const principal = request.principal as Principal;
       const key = await revokeApiKey(db, principal.org.id, request.params.id, clock);
+      // The change notice reaches this process a moment later; the caller's next request must not.
+      credentials.invalidate();
       if (!key) throw new CountersignError('not_found', 'no such API key in this organization');
       request.log.info({ api_key_id: key.id }, 'API key revoked');
       return { api_key: apiKeyToWire(key) };

@@ -4,24 +4,27 @@
  * with an API key or a user JWT, and the deprecated `X-Service-Key` header while it is enabled.
  *
  * @example
- *   const authenticate = createAuthenticator({ db, jwt, clock, xServiceKey: true, metrics });
+ *   const authenticate = createAuthenticator({ db, credentials, jwt, clock, xServiceKeyEnabled: true, metrics });
  *   const principal = await authenticate({ headers: request.headers, ip: request.ip, onDeprecatedHeader });
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { CountersignError } from '../../shared/errors.js';
 import { findApiKeyBySecret, recordApiKeyUse } from '../api-keys/keys.js';
-import { isApiKeySecret } from '../api-keys/secret.js';
+import { hashApiKeySecret, isApiKeySecret } from '../api-keys/secret.js';
 import type { AuthorityMetrics } from '../metrics.js';
 import { findOrganization } from '../orgs/organizations.js';
 import type { Db } from '../store/db.js';
 import type { Clock } from '../time.js';
 import { compileAllowlist } from './cidr.js';
+import type { CredentialCache } from './credential-cache.js';
 import { JwksUnavailableError, JwtRejectedError, looksLikeJwt, type JwtVerifier } from './jwt.js';
 import type { Principal } from './principal.js';
 import { permissionsOf } from './roles.js';
 
 export interface AuthenticatorOptions {
   db: Db;
+  /** Keys and organizations already looked up, so most requests need no query. */
+  credentials: Pick<CredentialCache, 'lookup'>;
   clock: Clock;
   jwt: JwtVerifier | null;
   xServiceKeyEnabled: boolean;
@@ -41,7 +44,7 @@ export type Authenticator = (source: CredentialSource) => Promise<Principal>;
 const LAST_USED_RESOLUTION_MS = 60_000;
 
 export function createAuthenticator(options: AuthenticatorOptions): Authenticator {
-  const { db, clock, jwt, metrics } = options;
+  const { db, credentials, clock, jwt, metrics } = options;
   const lastUsedWritten = new Map<string, number>();
 
   const refuse = (reason: string, message: string): never => {
@@ -70,7 +73,7 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
   }
 
   async function withApiKey(secret: string, ip: string): Promise<Principal> {
-    const found = await findApiKeyBySecret(db, secret);
+    const found = await credentials.lookup(`key:${hashApiKeySecret(secret)}`, () => findApiKeyBySecret(db, secret));
     if (!found) return refuse('unknown_key', 'unknown API key');
     const { key, org } = found;
     const now = clock.now();
@@ -107,7 +110,10 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
       }
       throw error;
     }
-    const org = /^[0-9a-f-]{36}$/i.test(claims.organizationId) ? await findOrganization(db, claims.organizationId) : null;
+    const orgId = claims.organizationId;
+    const org = /^[0-9a-f-]{36}$/i.test(orgId)
+      ? await credentials.lookup(`org:${orgId}`, () => findOrganization(db, orgId))
+      : null;
     if (!org) return refuse('unknown_organization', "the token's organization is not known here");
     return {
       kind: 'user',

@@ -1,41 +1,101 @@
 /**
- * The seam between evaluate and human approval (holds and escalations come with their own
- * capability). Today no approval or escalation exists, so every id a caller passes in
- * `context.approvals` is reported as not accepted (APPROVAL_NOT_FOUND) and a hold or escalate
- * opens nothing yet; the evaluate code around it does not change when they arrive.
+ * Evaluate's side of human approval. Before deciding, the approvals a caller presents are checked
+ * (authority/approvals/check.ts); after deciding, a `hold` opens an approval request and an
+ * `escalate` opens an escalation, in the evaluation's own transaction, bound to the action's
+ * binding hash. Their ids go into the response, so they are chosen before the evaluation is stored.
+ *
+ * @example
+ *   const human = planHumanApproval({ decided, principal, … });
+ *   const answer = responseFor(human?.opened ?? {});
+ *   await db.transaction(async (tx) => { await storeEvaluations(tx, [write]); await human?.open(tx); });
  */
+import { randomUUID } from 'node:crypto';
+import type { EvaluateWireRequest } from '../../shared/wire/evaluate.js';
+import { openApprovalRequest } from '../approvals/approval-requests.js';
+import type { Principal } from '../auth/principal.js';
+import type { AuthorityConfig } from '../config.js';
+import { autoApproveThreshold, createEscalation } from '../escalations/escalations.js';
+import type { PolicyDecision } from '../policy/types.js';
 import type { Queryable } from '../store/db.js';
-import type { CheckedApproval, PolicyDecision } from '../policy/types.js';
+import type { Clock } from '../time.js';
 
-export interface ApprovalStatus {
-  id: string;
-  accepted: boolean;
-  /** null when accepted; otherwise a stable reason code. */
-  reason: string | null;
-}
-
-export interface ApprovalCheck {
-  accepted: CheckedApproval[];
-  statuses: ApprovalStatus[];
-}
-
-export interface ApprovalContext {
-  orgId: string;
-  actorId: string;
-  bindingHash: string;
-}
-
-/** Checks the approvals a caller presents for a fresh evaluation. */
-export async function checkApprovals(_tx: Queryable | null, _context: ApprovalContext, ids: readonly string[]): Promise<ApprovalCheck> {
-  return { accepted: [], statuses: ids.map((id) => ({ id, accepted: false, reason: 'APPROVAL_NOT_FOUND' })) };
-}
+export { ApprovalAlreadyUsedError, checkApprovals, claimApprovals, type ApprovalContext, type ApprovalStatus } from '../approvals/check.js';
 
 export interface OpenedApproval {
   approval_request_id?: string;
   escalation_id?: string;
 }
 
-/** Opens the approval request (hold) or escalation (escalate) for a decision, inside its transaction. */
-export async function openHumanApproval(_tx: Queryable, _context: ApprovalContext, _decision: PolicyDecision): Promise<OpenedApproval> {
-  return {};
+export interface HumanApproval {
+  /** What the response says was opened. */
+  opened: OpenedApproval;
+  /** Opens it, in the evaluation's transaction (after the evaluation row). */
+  open(tx: Queryable): Promise<void>;
+}
+
+export interface HumanApprovalInput {
+  decided: PolicyDecision;
+  principal: Principal;
+  request: EvaluateWireRequest;
+  requestId: string;
+  evaluationId: string;
+  /** The action's standard binding hash (see ApprovalContext). */
+  bindingHash: string;
+  config: AuthorityConfig;
+  clock: Clock;
+  now: Date;
+}
+
+/** The approval request or escalation a `hold` or `escalate` opens; null for other decisions. */
+export function planHumanApproval(input: HumanApprovalInput): HumanApproval | null {
+  const { decided, principal, request, requestId, evaluationId, bindingHash, now } = input;
+  const orgId = principal.org.id;
+  if (decided.decision === 'hold' && decided.hold) {
+    const id = randomUUID();
+    const timeoutMs = decided.hold.timeoutMs;
+    return {
+      opened: { approval_request_id: id },
+      open: (tx) =>
+        openApprovalRequest(
+          tx,
+          {
+            id, orgId, evaluationId, requestId, actionType: request.action_type, actorId: request.actor_id, bindingHash,
+            riskScore: decided.risk.score, reasonCodes: decided.reasonCodes, timeoutMs, credential: principal.credential,
+          },
+          now,
+        ),
+    };
+  }
+  if (decided.decision === 'escalate' && decided.escalation) {
+    const id = randomUUID();
+    const settings = decided.escalation;
+    return {
+      opened: { escalation_id: id },
+      open: async (tx) => {
+        await createEscalation(
+          tx,
+          {
+            id,
+            orgId,
+            agentId: request.actor_id,
+            escalationReason: decided.reasonCodes.join(', '),
+            proposedAction: { action_type: request.action_type, actor_id: request.actor_id, context: request.context },
+            riskScore: decided.risk.score,
+            quorumRequired: settings.quorum,
+            approverPoolSize: settings.approverPoolSize,
+            minApprovers: settings.minApprovers,
+            timeoutMs: settings.timeoutMs,
+            fallbackDecision: settings.fallbackDecision,
+            metadata: { evaluation_id: evaluationId, action_class: decided.actionClass, reason_codes: decided.reasonCodes },
+            createdBy: principal.credential,
+            requestId,
+            bindingHash,
+            autoApproveBelow: autoApproveThreshold(input.config.escalations, orgId),
+          },
+          input.clock,
+        );
+      },
+    };
+  }
+  return null;
 }

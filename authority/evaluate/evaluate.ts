@@ -27,7 +27,7 @@ import type { SigningKeys } from '../signing/keys.js';
 import type { Db } from '../store/db.js';
 import type { GroupCommit } from '../store/group-commit.js';
 import type { Clock } from '../time.js';
-import { checkApprovals, openHumanApproval, type ApprovalStatus, type OpenedApproval } from './approvals.js';
+import { ApprovalAlreadyUsedError, checkApprovals, claimApprovals, planHumanApproval, type ApprovalStatus, type OpenedApproval } from './approvals.js';
 import { buildEvaluateResponse } from './response.js';
 import { storeEvaluations, type EvaluationOutcome, type EvaluationWrite } from './store.js';
 
@@ -83,6 +83,22 @@ export async function evaluateAction(
   request: EvaluateWireRequest,
   httpRequestId: string,
 ): Promise<EvaluateResponse> {
+  try {
+    return await evaluateOnce(deps, principal, request, httpRequestId);
+  } catch (error) {
+    // A concurrent evaluation used a presented approval for its permit first. Evaluating again
+    // reports that approval as APPROVAL_ALREADY_USED (and decides without it).
+    if (error instanceof ApprovalAlreadyUsedError) return evaluateOnce(deps, principal, request, httpRequestId);
+    throw error;
+  }
+}
+
+async function evaluateOnce(
+  deps: EvaluateDeps,
+  principal: Principal,
+  request: EvaluateWireRequest,
+  httpRequestId: string,
+): Promise<EvaluateResponse> {
   const started = process.hrtime.bigint();
   const org = principal.org;
   const requestId = request.request_id ?? httpRequestId;
@@ -92,7 +108,8 @@ export async function evaluateAction(
   const { facts, keys: boundKeys } = bind(request, []);
   const policy = await deps.policies.current(org);
   const approvalContext = { orgId: org.id, actorId: request.actor_id, bindingHash: bindingHash(org.id, facts) };
-  const approvals = await checkApprovals(null, approvalContext, request.context.approvals ?? []);
+  const presented = request.context.approvals ?? [];
+  const approvals = presented.length > 0 ? await checkApprovals(deps.db, deps.clock, approvalContext, presented) : { accepted: [], statuses: [] };
   const decided = policy
     ? policy.compiled.decide({
         action_type: request.action_type,
@@ -146,17 +163,21 @@ export async function evaluateAction(
     events: auditEventsFor({ principal, request, requestId, evaluationId, decided, mode, binding, boundKeys: bound.keys, approvals: approvals.statuses, permit, now }),
   });
 
+  // A hold or escalate opens a human approval, and a permit backed by approvals uses them up: both
+  // in a transaction of their own with the evaluation. Everything else shares group commit.
+  const human = mode === 'live' ? planHumanApproval({ decided, principal, request, requestId, evaluationId, bindingHash: approvalContext.bindingHash, config: deps.config, clock: deps.clock, now }) : null;
+  const usesApprovals = permit !== null && approvals.accepted.length > 0;
   let response: EvaluateResponse;
   let outcome: EvaluationOutcome;
   try {
-    if (decided.decision === 'hold' || decided.decision === 'escalate') {
-      // A human approval is opened in the same transaction as the evaluation that asks for it.
+    if (human || usesApprovals) {
       ({ response, outcome } = await deps.db.transaction(async (tx) => {
-        // Approvals bind to the standard facts' hash: the one a fresh evaluation can check before it knows the class.
-        const answer = responseFor(await openHumanApproval(tx, approvalContext, decided));
+        const answer = responseFor(human?.opened ?? {});
         const [stored] = await storeEvaluations(tx, [writeFor(answer)]);
-        // A duplicate must not keep the approval it just opened: roll the transaction back.
+        // A duplicate must not keep what it opened or claimed: roll the transaction back.
         if (stored !== 'stored') throw new DuplicateRequestId();
+        await human?.open(tx);
+        if (usesApprovals && permit) await claimApprovals(tx, { orgId: org.id, permitId: permit.id, evaluationId, at: now }, approvals.accepted);
         return { response: answer, outcome: stored };
       }));
     } else {
@@ -165,6 +186,7 @@ export async function evaluateAction(
     }
   } catch (error) {
     if (error instanceof DuplicateRequestId) return repeatOf(deps.db, org.id, requestId, print);
+    if (error instanceof ApprovalAlreadyUsedError) throw error;
     // Facts that no record can hold (a NUL character, say) are the caller's to fix.
     if (error instanceof AuditPayloadError) throw new CountersignError('invalid_request', `the action's facts cannot be recorded: ${error.message}`, { cause: error });
     // Whatever failed, the decision was not recorded, so it does not exist: fail closed.

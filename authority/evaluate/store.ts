@@ -38,7 +38,17 @@ function placeholders(rows: number, columns: number): string {
   return Array.from({ length: rows }, (_, row) => `(${Array.from({ length: columns }, (_, column) => `$${row * columns + column + 1}`).join(', ')})`).join(', ');
 }
 
+/** Rows in (organization, request_id) order: see storeEvaluations. */
+function byRequest(a: EvaluationWrite, b: EvaluationWrite): number {
+  const x = a.evaluation;
+  const y = b.evaluation;
+  return x.orgId < y.orgId ? -1 : x.orgId > y.orgId ? 1 : x.requestId < y.requestId ? -1 : x.requestId > y.requestId ? 1 : 0;
+}
+
 export async function storeEvaluations(tx: Queryable, writes: EvaluationWrite[]): Promise<EvaluationOutcome[]> {
+  // Two transactions inserting the same request_ids wait for each other's rows; inserting them in
+  // one order everywhere makes that a wait, never a deadlock.
+  const ordered = writes.length > 1 ? [...writes].sort(byRequest) : writes;
   const inserted = new Set(
     (
       await tx.query<{ id: string }>(
@@ -46,7 +56,7 @@ export async function storeEvaluations(tx: Queryable, writes: EvaluationWrite[])
            risk_score, binding_hash, policy_version, response, credential, created_at)
          VALUES ${placeholders(writes.length, 14)}
          ON CONFLICT (org_id, request_id) DO NOTHING RETURNING id`,
-        writes.flatMap(({ evaluation: e }) => [
+        ordered.flatMap(({ evaluation: e }) => [
           e.id, e.orgId, e.requestId, e.fingerprint, e.actionType, e.actorId, e.decision, e.mode,
           e.riskScore, e.bindingHash, e.policyVersion, e.response, e.credential, e.createdAt,
         ]),

@@ -6,12 +6,12 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { CountersignError } from '../../shared/errors.js';
 import type { SharedStore } from '../../shared/store/types.js';
 import { ListPermitsQuery, ListPermitsResponse, PermitIdParams, PermitResponse, RevokePermitRequest } from '../../shared/wire/permits.js';
 import { latestCheckpoint } from '../audit/checkpoints.js';
 import { auditEventToWire, listAuditEvents } from '../audit/events.js';
 import type { Principal } from '../auth/principal.js';
+import { decodePageCursor, encodePageCursor, type PagePosition } from '../http/page-cursor.js';
 import type { AuthorityMetrics } from '../metrics.js';
 import type { Db } from '../store/db.js';
 import type { Clock } from '../time.js';
@@ -26,16 +26,7 @@ export interface PermitRouteDeps {
   keyResolver: PublishedKeyResolver;
 }
 
-const encodeCursor = (issuedAt: Date, id: string) => Buffer.from(`${issuedAt.toISOString()}|${id}`).toString('base64url');
-
-function decodeCursor(cursor: string): { issuedAt: Date; id: string } {
-  const [iso, id] = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
-  const issuedAt = new Date(iso ?? '');
-  if (!id || Number.isNaN(issuedAt.getTime())) {
-    throw new CountersignError('invalid_request', 'cursor is not one this API returned', { details: [{ path: 'query.cursor', message: 'invalid cursor' }] });
-  }
-  return { issuedAt, id };
-}
+const toIssuedBefore = ({ at, id }: PagePosition) => ({ issuedAt: at, id });
 
 export function permitRoutes(app: FastifyInstance, deps: PermitRouteDeps): void {
   const routes = app.withTypeProvider<ZodTypeProvider>();
@@ -63,7 +54,7 @@ export function permitRoutes(app: FastifyInstance, deps: PermitRouteDeps): void 
           status: query.status,
           actorId: query.actor_id,
           actionType: query.action_type,
-          before: query.cursor === undefined ? undefined : decodeCursor(query.cursor),
+          before: query.cursor === undefined ? undefined : toIssuedBefore(decodePageCursor(query.cursor)),
           limit: query.limit,
         },
         deps.clock,
@@ -72,7 +63,7 @@ export function permitRoutes(app: FastifyInstance, deps: PermitRouteDeps): void 
       return {
         permits: permits.map(permitToWire),
         total,
-        next_cursor: last && permits.length === query.limit ? encodeCursor(last.issuedAt, last.id) : null,
+        next_cursor: last && permits.length === query.limit ? encodePageCursor(last.issuedAt, last.id) : null,
       };
     },
   );

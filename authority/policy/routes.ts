@@ -6,12 +6,16 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { PolicyResponse, PolicySubmission, PolicyValidationResponse, submissionSource } from '../../shared/wire/policies.js';
+import type { CredentialCache } from '../auth/credential-cache.js';
 import type { Principal } from '../auth/principal.js';
 import type { Db } from '../store/db.js';
 import { compilePolicy } from './compile.js';
 import { policyToWire, type PolicyVersions } from './versions.js';
 
-export function policyRoutes(app: FastifyInstance, deps: { db: Db; policies: PolicyVersions }): void {
+export function policyRoutes(
+  app: FastifyInstance,
+  deps: { db: Db; policies: PolicyVersions; credentials: Pick<CredentialCache, 'invalidate'> },
+): void {
   const routes = app.withTypeProvider<ZodTypeProvider>();
 
   const describe = async (orgId: string, version: number | null) => {
@@ -46,6 +50,9 @@ export function policyRoutes(app: FastifyInstance, deps: { db: Db; policies: Pol
       const stored = await deps.db.transaction((tx) =>
         deps.policies.put(tx, { orgId: principal.org.id, source, format, createdBy: principal.credential, requestId: request.id }),
       );
+      // Cached credentials carry the organization's policy version; the change notice reaches
+      // this process a moment later, and the caller's next evaluation must use the new version.
+      deps.credentials.invalidate();
       request.log.info({ policy_version: stored.version }, 'policy updated');
       return describe(principal.org.id, stored.version);
     },

@@ -1,19 +1,28 @@
 /**
- * Group commit: concurrent callers' writes share one transaction. One transaction is in flight
- * at a time; whatever arrives meanwhile waits and goes into the next one, so a lone request is
- * written at once and a busy authority writes many per commit (one head lock, one commit, one
- * WAL flush for a whole batch of audit appends).
+ * Group commit: concurrent callers' writes share transactions. Up to `maxInFlight` transactions
+ * run at once, each on its own connection; whatever arrives while all of them are busy waits and
+ * goes into the next one. So a lone request is written at once, and a busy authority writes many
+ * per commit (one head lock, one commit, one WAL flush for a whole batch of audit appends) while
+ * the next batch already inserts its rows: an audit append holds its organizations' chain heads
+ * only from the lock to the commit, and the work before the lock overlaps.
  *
  * A batch that fails is retried item by item, each in its own transaction, so one bad item (a
  * fact that cannot be stored, say) fails alone and the others still commit.
  *
  * @example
- *   const writer = new GroupCommit(db, (tx, items) => storeEvaluations(tx, items), { maxBatch: 128 });
+ *   const writer = new GroupCommit(db, (tx, items) => storeEvaluations(tx, items), { maxBatch: 128, maxInFlight: 3 });
  *   const outcome = await writer.submit(item); // resolves after the commit that holds it
  */
 import type { Db, Queryable } from './db.js';
 
 export type BatchWriter<Item, Outcome> = (tx: Queryable, items: Item[]) => Promise<Outcome[]>;
+
+export interface GroupCommitOptions {
+  /** Most items in one transaction. */
+  maxBatch: number;
+  /** Most transactions at once; keep it below the database pool size. Default 1. */
+  maxInFlight?: number;
+}
 
 interface Waiting<Item, Outcome> {
   item: Item;
@@ -23,37 +32,44 @@ interface Waiting<Item, Outcome> {
 
 export class GroupCommit<Item, Outcome> {
   private readonly queue: Array<Waiting<Item, Outcome>> = [];
-  private flushing = false;
+  private readonly maxInFlight: number;
+  private inFlight = 0;
 
   constructor(
     private readonly db: Db,
     private readonly write: BatchWriter<Item, Outcome>,
-    private readonly options: { maxBatch: number },
-  ) {}
+    private readonly options: GroupCommitOptions,
+  ) {
+    this.maxInFlight = options.maxInFlight ?? 1;
+    if (!Number.isInteger(this.maxInFlight) || this.maxInFlight < 1) throw new RangeError('maxInFlight must be a positive integer');
+  }
 
   /** Resolves with the item's outcome once the transaction holding it has committed. */
   submit(item: Item): Promise<Outcome> {
     return new Promise<Outcome>((resolve, reject) => {
       this.queue.push({ item, resolve, reject });
-      if (!this.flushing) void this.flush();
+      this.startBatches();
     });
   }
 
-  private async flush(): Promise<void> {
-    this.flushing = true;
+  private startBatches(): void {
+    while (this.inFlight < this.maxInFlight && this.queue.length > 0) {
+      const batch = this.queue.splice(0, this.options.maxBatch);
+      this.inFlight++;
+      void this.commit(batch).finally(() => {
+        this.inFlight--;
+        this.startBatches();
+      });
+    }
+  }
+
+  private async commit(batch: Array<Waiting<Item, Outcome>>): Promise<void> {
     try {
-      while (this.queue.length > 0) {
-        const batch = this.queue.splice(0, this.options.maxBatch);
-        try {
-          const outcomes = await this.db.transaction((tx) => this.write(tx, batch.map((waiting) => waiting.item)));
-          batch.forEach((waiting, index) => waiting.resolve(outcomes[index] as Outcome));
-        } catch (error) {
-          if (batch.length === 1) batch[0]?.reject(error);
-          else await this.oneByOne(batch);
-        }
-      }
-    } finally {
-      this.flushing = false;
+      const outcomes = await this.db.transaction((tx) => this.write(tx, batch.map((waiting) => waiting.item)));
+      batch.forEach((waiting, index) => waiting.resolve(outcomes[index] as Outcome));
+    } catch (error) {
+      if (batch.length === 1) batch[0]?.reject(error);
+      else await this.oneByOne(batch);
     }
   }
 

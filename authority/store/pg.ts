@@ -16,7 +16,7 @@
  *   await db.close();
  */
 import pg from 'pg';
-import type { Db, Queryable } from './db.js';
+import { CHANNEL_NAME, type ChangeListener, type Db, type Queryable, type StopListening } from './db.js';
 
 export interface PgDbOptions {
   connectionString: string;
@@ -77,12 +77,16 @@ async function runQuery<Row>(target: pg.Pool | pg.PoolClient, sql: string, param
   return result.rows as Row[];
 }
 
+/** Reconnect delays of a listening connection: 100 ms doubling up to 5 s. */
+const LISTEN_RETRY_MS = { first: 100, max: 5_000 };
+
 export class PgDb implements Db {
   readonly kind = 'postgres' as const;
   private readonly pool: pg.Pool;
+  private readonly listeners = new Set<StopListening>();
   private closing: Promise<void> | undefined;
 
-  constructor(options: PgDbOptions) {
+  constructor(private readonly options: PgDbOptions) {
     this.pool = new pg.Pool({
       connectionString: options.connectionString,
       max: options.max,
@@ -157,13 +161,74 @@ export class PgDb implements Db {
     }
   }
 
+  /**
+   * LISTEN on a connection of its own (a pooled one would be handed to other queries). When it
+   * fails, the listener hears `interrupted` and the connection is retried with backoff.
+   */
+  listen(channel: string, listener: ChangeListener): StopListening {
+    if (!CHANNEL_NAME.test(channel)) throw new RangeError(`not a channel name: ${channel}`);
+    let stopped = false;
+    let current: pg.Client | undefined;
+    let retry: NodeJS.Timeout | undefined;
+    let failures = 0;
+
+    const lost = (client: pg.Client, error: Error): void => {
+      // 'error' and 'end' both arrive for one failure; only the first one counts.
+      if (client !== current) return;
+      current = undefined;
+      client.end().catch(() => undefined);
+      if (stopped) return;
+      listener.interrupted(error);
+      const delay = Math.min(LISTEN_RETRY_MS.first * 2 ** failures++, LISTEN_RETRY_MS.max);
+      retry = setTimeout(connect, delay);
+      retry.unref();
+    };
+
+    const connect = (): void => {
+      const client = new pg.Client({
+        connectionString: this.options.connectionString,
+        connectionTimeoutMillis: this.options.connectTimeoutMs ?? 10_000,
+      });
+      current = client;
+      client.on('notification', (message) => {
+        if (message.channel === channel) listener.notice(message.payload ?? '');
+      });
+      client.on('error', (error) => lost(client, error));
+      client.on('end', () => lost(client, new Error('the listening connection ended')));
+      client
+        .connect()
+        .then(() => client.query(`LISTEN ${channel}`))
+        .then(() => {
+          if (client !== current) return;
+          failures = 0;
+          listener.resumed();
+        })
+        .catch((error: unknown) => lost(client, error instanceof Error ? error : new Error(String(error))));
+    };
+
+    connect();
+    const stop = async (): Promise<void> => {
+      stopped = true;
+      this.listeners.delete(stop);
+      clearTimeout(retry);
+      const client = current;
+      current = undefined;
+      await client?.end().catch(() => undefined);
+    };
+    this.listeners.add(stop);
+    return stop;
+  }
+
   async ping(): Promise<void> {
     await this.pool.query('SELECT 1');
   }
 
-  /** Ends the pool; safe to call more than once. */
+  /** Stops listening and ends the pool; safe to call more than once. */
   close(): Promise<void> {
-    this.closing ??= this.pool.end();
+    this.closing ??= (async () => {
+      await Promise.all([...this.listeners].map((stop) => stop()));
+      await this.pool.end();
+    })();
     return this.closing;
   }
 }

@@ -21,7 +21,7 @@ import type { Transaction } from '@electric-sql/pglite';
 import { link, mkdir, readFile, unlink, writeFile } from 'node:fs/promises';
 import { readFileSync, unlinkSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import type { Db, Queryable } from './db.js';
+import { CHANNEL_NAME, type ChangeListener, type Db, type Queryable, type StopListening } from './db.js';
 import { parseInt8 } from './pg.js';
 
 export const LOCK_FILE_NAME = 'countersign.lock';
@@ -163,6 +163,21 @@ export class PgliteDb implements Db {
 
   transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
     return this.pglite.transaction((tx) => fn(queryable(tx)));
+  }
+
+  /** One in-process instance: its notices cannot be interrupted. */
+  listen(channel: string, listener: ChangeListener): StopListening {
+    if (!CHANNEL_NAME.test(channel)) throw new RangeError(`not a channel name: ${channel}`);
+    const subscribed = this.pglite.listen(channel, (payload) => listener.notice(payload)).then((unlisten) => {
+      listener.resumed();
+      return unlisten;
+    });
+    subscribed.catch((error: unknown) => listener.interrupted(error instanceof Error ? error : new Error(String(error))));
+    return async () => {
+      const unlisten = await subscribed.catch(() => undefined);
+      // After close() PGlite refuses every call; nothing is listening any more anyway.
+      if (unlisten && !this.pglite.closed) await unlisten();
+    };
   }
 
   async ping(): Promise<void> {

@@ -145,9 +145,9 @@ export const EvaluateResponse = z.object({
   risk_envelope: RiskEnvelope,
   decisionObject: DecisionObject,
   remediation: z.array(Remediation).optional(),
-  /** Set on hold once approval requests exist (a later capability). */
+  /** On a live hold: the approval request it opened (GET /v1/approvals/:id). */
   approval_request_id: z.string().optional(),
-  /** Set on escalate once escalations exist (a later capability). */
+  /** On a live escalate: the escalation it opened (GET /v1/escalations/:id). */
   escalation_id: z.string().optional(),
 });
 export type EvaluateResponse = z.infer<typeof EvaluateResponse>;

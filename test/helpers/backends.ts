@@ -19,6 +19,8 @@ export interface OpenedBackend {
   /** Another store client on the same state: a second replica. */
   openPeerStore(): SharedStore;
   cleanup(): Promise<void>;
+  /** Postgres: the database's URL, for a second connection (another replica, the CLI). */
+  url?: string;
 }
 
 export interface AppBackend {
@@ -44,7 +46,7 @@ export function appBackends(): AppBackend[] {
     backends.push({
       name: 'postgres + redis',
       async open() {
-        const { db, cleanup } = await postgres.open();
+        const { db, cleanup, url: dbUrl } = await postgres.open();
         const keyPrefix = uniquePrefix();
         const peers: SharedStore[] = [];
         const openPeerStore = () => {
@@ -55,6 +57,7 @@ export function appBackends(): AppBackend[] {
         const store = openPeerStore();
         return {
           db,
+          url: dbUrl,
           store,
           openPeerStore,
           cleanup: async () => {

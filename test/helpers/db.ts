@@ -25,6 +25,8 @@ export interface OpenedDb {
   db: Db;
   /** Closes the connection and, for Postgres, drops the database. */
   cleanup(): Promise<void>;
+  /** Postgres: the database's URL, for a second connection (another replica, the CLI). */
+  url?: string;
 }
 
 export interface DbBackend {
@@ -93,7 +95,7 @@ async function openPostgresMigrated(adminUrl: string): Promise<OpenedDb> {
     await drop();
     throw err;
   }
-  return { db, cleanup: drop };
+  return { db, cleanup: drop, url: url.toString() };
 }
 
 export function dbBackends(): DbBackend[] {

@@ -14,6 +14,7 @@ import { auditRoutes } from '../../authority/audit/routes.js';
 import type { AuditKeys, NewAuditEvent } from '../../authority/audit/types.js';
 import { verifyAuditBundle } from '../../authority/audit/verify-bundle.js';
 import { createAuthenticator } from '../../authority/auth/authenticate.js';
+import { UNCACHED } from '../../authority/auth/credential-cache.js';
 import { parseAuthorityConfig } from '../../authority/config.js';
 import { installErrorHandling } from '../../authority/http/errors.js';
 import { installGuard } from '../../authority/http/guard.js';
@@ -51,7 +52,7 @@ async function buildApp(db: Db, clock: ManualClock): Promise<FastifyInstance> {
   app.setSerializerCompiler(serializerCompiler);
   installErrorHandling(app);
   installGuard(app, {
-    authenticate: createAuthenticator({ db, clock, jwt: null, xServiceKeyEnabled: false, metrics }),
+    authenticate: createAuthenticator({ db, credentials: UNCACHED, clock, jwt: null, xServiceKeyEnabled: false, metrics }),
     limiter: new RateLimiter(new MemoryStore({ now: () => clock.now() }), parseAuthorityConfig({}).rate_limits, clock),
     metrics,
   });

@@ -32,6 +32,12 @@ interface Fixture {
   /** Another permit, never verified, so that revoking it is always possible (and idempotent). */
   revocablePermitId: string;
   policySource: string;
+  /** Created by a credential outside the matrix (so no matrix credential is its requester), and open long enough for every vote. */
+  escalationId: string;
+  /** An approval request opened by a hold (for the reads). */
+  approvalId: string;
+  /** A fresh pending approval request on each call: a resolved one cannot be resolved again. */
+  nextApprovalId(): string;
 }
 
 interface Endpoint {
@@ -74,6 +80,15 @@ const ENDPOINTS: Endpoint[] = [
   ...['/v1/audit/events', '/v1-audit/events'].map((route): Endpoint => ({ method: 'GET', route, url: () => route, anyOf: ['audit:read'], success: 200 })),
   ...['/v1/audit/exports', '/v1-audit/exports'].map((route): Endpoint => ({ method: 'POST', route, url: () => route, body: () => ({}), anyOf: ['audit:read'], success: 200 })),
   { method: 'GET', route: '/v1/audit/keys', url: () => '/v1/audit/keys', anyOf: ['audit:read'], success: 200 },
+  // Spec "Escalation endpoints": any credential creates and reads (its own organization's);
+  // responding needs hitl:approve (DESIGN: admin and approver hold it).
+  { method: 'GET', route: '/v1/approvals', url: () => '/v1/approvals', anyOf: ['approvals:read', 'approvals:write'], success: 200 },
+  { method: 'GET', route: '/v1/approvals/:id', url: (f) => `/v1/approvals/${f.approvalId}`, anyOf: ['approvals:read', 'approvals:write'], acmeResource: true, success: 200 },
+  { method: 'POST', route: '/v1/approvals/:id/resolve', url: (f) => `/v1/approvals/${f.nextApprovalId()}/resolve`, body: () => ({ decision: 'approve' }), anyOf: ['approvals:write'], acmeResource: true, success: 200 },
+  { method: 'POST', route: '/v1/escalations', url: () => '/v1/escalations', body: () => ({ agentId: 'matrix-agent', escalationReason: 'matrix' }), anyOf: [], success: 200 },
+  { method: 'GET', route: '/v1/escalations', url: () => '/v1/escalations', anyOf: [], success: 200 },
+  { method: 'GET', route: '/v1/escalations/:id', url: (f) => `/v1/escalations/${f.escalationId}`, anyOf: [], acmeResource: true, success: 200 },
+  { method: 'POST', route: '/v1/escalations/:id/respond', url: (f) => `/v1/escalations/${f.escalationId}/respond`, body: () => ({ decision: 'approve' }), anyOf: ['hitl:approve'], acmeResource: true, success: 200 },
 ];
 
 type Credential =
@@ -160,12 +175,31 @@ for (const backend of appBackends()) {
     const victim = await createApiKey(opened.db, { org: authority.acme, name: 'victim', scopes: ['audit:read'], createdBy: 'test' }, authority.clock);
     const evaluate = () => authority.app.inject({ method: 'POST', url: '/v1/evaluate', headers: { ...authority.bearer(authority.acmeAdmin), 'content-type': 'application/json' }, payload: demo });
     const [decision, revocable] = [(await evaluate()).json(), (await evaluate()).json()];
+    const escalation = await authority.app.inject({
+      method: 'POST',
+      url: '/v1/escalations',
+      headers: { ...authority.bearer(await authority.key(['evaluate:write'])), 'content-type': 'application/json' },
+      payload: { agentId: 'matrix-agent', escalationReason: 'matrix', quorumConfig: { quorumRequired: 'unanimous', approverPoolSize: 1000 } },
+    });
+    const hold = (amount: number) => ({ action_type: 'payments.wire', actor_id: 'finance-bot', context: { environment: 'production', amount_usd: amount, account_code: 'OPS-001' } });
+    const approvalIds: string[] = [];
+    for (let i = 0; i <= 22; i++) {
+      const held = await authority.app.inject({ method: 'POST', url: '/v1/evaluate', headers: { ...authority.bearer(authority.acmeAdmin), 'content-type': 'application/json' }, payload: hold(20_000 + i) });
+      approvalIds.push(held.json().approval_request_id);
+    }
     const fixture: Fixture = {
+      approvalId: approvalIds[0] as string,
+      nextApprovalId: () => {
+        const id = approvalIds.pop();
+        if (!id) throw new Error('the matrix ran out of approval requests');
+        return id;
+      },
       victimKeyId: victim.key.id,
       permitId: decision.permit_id,
       permitToken: decision.permit_token,
       revocablePermitId: revocable.permit_id,
       policySource: (await readBootstrapPolicy(undefined)).source,
+      escalationId: escalation.json().id,
     };
 
     let checked = 0;

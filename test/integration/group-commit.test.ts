@@ -32,3 +32,48 @@ for (const backend of dbBackends()) {
     t.same(stored, [100, 101, 102], 'the others are stored exactly once');
   });
 }
+
+for (const backend of dbBackends()) {
+  t.test(`group commit on ${backend.name}: up to maxInFlight transactions at once`, async (t) => {
+    const { db, cleanup } = await backend.open();
+    t.teardown(cleanup);
+    let running = 0;
+    let most = 0;
+    let releaseFirst!: () => void;
+    const firstHeld = new Promise<void>((resolve) => (releaseFirst = resolve));
+    let firstStarted!: () => void;
+    const started = new Promise<void>((resolve) => (firstStarted = resolve));
+    const batches: number[][] = [];
+    const write = async (_tx: Queryable, ids: number[]) => {
+      running += 1;
+      most = Math.max(most, running);
+      batches.push(ids);
+      if (ids.includes(0)) {
+        firstStarted();
+        await firstHeld;
+      }
+      running -= 1;
+      return ids;
+    };
+    // PGlite has one connection, so its transactions queue inside PGlite whatever the writer allows.
+    const maxInFlight = backend.name === 'postgres' ? 2 : 1;
+    const writer = new GroupCommit(db, write, { maxBatch: 4, maxInFlight });
+    const first = writer.submit(0);
+    await started;
+    const rest = Array.from({ length: 12 }, (_, i) => writer.submit(i + 1));
+    if (maxInFlight === 2) {
+      // The second transaction runs (and others after it) while the first still holds its batch.
+      const done = await Promise.all(rest);
+      t.same(done, Array.from({ length: 12 }, (_, i) => i + 1), 'later batches committed while the first was held');
+      t.equal(most, 2, 'never more than maxInFlight at once');
+      releaseFirst();
+    } else {
+      releaseFirst();
+      await Promise.all(rest);
+      t.equal(most, 1, 'one at a time');
+    }
+    t.equal(await first, 0);
+    t.ok(batches.every((batch) => batch.length <= 4), 'no batch above maxBatch');
+    t.throws(() => new GroupCommit(db, write, { maxBatch: 4, maxInFlight: 0 }), RangeError);
+  });
+}

@@ -33,6 +33,34 @@ const body = fc.oneof(
       { requiredKeys: [] },
     )
     .map((value) => JSON.stringify(value)),
+  fc
+    .record(
+      {
+        agentId: fc.oneof(fc.constantFrom('deploy-bot'), fc.string(), fc.jsonValue()),
+        escalationReason: fc.oneof(fc.constantFrom('schema change'), fc.string(), fc.jsonValue()),
+        proposedAction: fc.jsonValue(),
+        riskScore: fc.oneof(fc.double(), fc.jsonValue()),
+        quorumConfig: fc.oneof(
+          fc.jsonValue(),
+          fc.record(
+            {
+              quorumRequired: fc.oneof(fc.constantFrom('single_approver', 'simple_majority', 'two_thirds', 'unanimous'), fc.string()),
+              approverPoolSize: fc.oneof(fc.integer(), fc.double(), fc.jsonValue()),
+              minApprovers: fc.oneof(fc.integer(), fc.jsonValue()),
+              fallbackDecision: fc.oneof(fc.constantFrom('approve', 'reject'), fc.string()),
+            },
+            { requiredKeys: [] },
+          ),
+        ),
+        timeoutMs: fc.oneof(fc.integer(), fc.double(), fc.jsonValue()),
+        escalationChain: fc.oneof(fc.jsonValue(), fc.array(fc.record({ quorumRequired: fc.string(), approverPoolSize: fc.jsonValue(), timeoutMs: fc.jsonValue() }, { requiredKeys: [] }))),
+        metadata: fc.oneof(fc.object(), fc.jsonValue()),
+        decision: fc.oneof(fc.constantFrom('approve', 'reject'), fc.string(), fc.jsonValue()),
+        note: fc.oneof(fc.string(), fc.jsonValue()),
+      },
+      { requiredKeys: [] },
+    )
+    .map((value) => JSON.stringify(value)),
   fc.uint8Array({ maxLength: 4096 }).map((bytes) => Buffer.from(bytes)),
   fc.string({ maxLength: 512 }),
 );
@@ -59,6 +87,21 @@ t.test('random bodies to every endpoint: never a 5xx, always the envelope', asyn
     payload: { action_type: 'demo.echo', actor_id: 'demo-agent', context: { environment: 'dev', target: { type: 'demo', id: 'p' } } },
   });
   const permitId = decision.json().permit_id as string;
+  // Opened by another key, so the admin key below may vote; a pool this large stays open.
+  const escalation = await authority.app.inject({
+    method: 'POST',
+    url: '/v1/escalations',
+    headers: { ...authority.bearer(await authority.key(['evaluate:write'])), 'content-type': 'application/json' },
+    payload: { agentId: 'property-agent', escalationReason: 'bad input', quorumConfig: { quorumRequired: 'unanimous', approverPoolSize: 1000 } },
+  });
+  const escalationId = escalation.json().id as string;
+  const held = await authority.app.inject({
+    method: 'POST',
+    url: '/v1/evaluate',
+    headers: { ...authority.bearer(authority.acmeAdmin), 'content-type': 'application/json' },
+    payload: { action_type: 'payments.wire', actor_id: 'finance-bot', context: { environment: 'production', amount_usd: 50000, account_code: 'OPS-001' } },
+  });
+  const approvalId = held.json().approval_request_id as string;
   // Every route the app serves (the authentication matrix checks that list is complete), plus
   // unknown paths and methods.
   const routes = [
@@ -89,6 +132,18 @@ t.test('random bodies to every endpoint: never a 5xx, always the envelope', asyn
     ['POST', '/v1/audit/exports'],
     ['POST', '/v1-audit/exports'],
     ['GET', '/v1/audit/keys'],
+    ['GET', '/v1/approvals'],
+    ['GET', '/v1/approvals?status=bogus&cursor=%00'],
+    ['GET', `/v1/approvals/${approvalId}`],
+    ['GET', '/v1/approvals/not-an-id'],
+    ['POST', `/v1/approvals/${approvalId}/resolve`],
+    ['POST', '/v1/escalations'],
+    ['GET', '/v1/escalations'],
+    ['GET', '/v1/escalations?status=bogus&limit=-1'],
+    ['GET', `/v1/escalations/${escalationId}`],
+    ['GET', '/v1/escalations/not-an-id'],
+    ['POST', `/v1/escalations/${escalationId}/respond`],
+    ['POST', '/v1/escalations/00000000-0000-4000-8000-000000000000/respond'],
     ['POST', '/v1/evaluate-nothing-here'],
     ['PUT', '/v1/api-keys'],
   ] as const;
@@ -125,7 +180,12 @@ t.test('random credentials and paths: 401/404/405 envelopes, never a 5xx', async
   await fc.assert(
     fc.asyncProperty(
       fc.constantFrom('GET', 'POST', 'PUT', 'DELETE', 'PATCH'),
-      fc.oneof(fc.constantFrom('/v1/api-keys', '/v1/session', '/v1-api-key-self'), printable.map((p) => `/${encodeURIComponent(p)}`)),
+      fc.oneof(
+        fc.constantFrom('/v1/api-keys', '/v1/session', '/v1-api-key-self', '/v1/escalations'),
+        printable.map((p) => `/${encodeURIComponent(p)}`),
+        // At most 99 characters encoded: fastify's maxParamLength (100) answers longer ids outside our handlers.
+        printable.map((p) => `/v1/escalations/${encodeURIComponent(p.slice(0, 33))}`),
+      ),
       fc.oneof(printable, printable.map((p) => `Bearer ${p}`), fc.constant(`Bearer ask_live_${'x'.repeat(40)}`), printable.map((p) => `Bearer ${Buffer.from(p).toString('base64url')}.e30.${p.length}`)),
       fc.boolean(),
       async (method, url, credential, deprecated) => {

@@ -1,0 +1,13 @@
+/**
+ * Text that can be recorded: Postgres `text` and `jsonb` hold no NUL character, and an unpaired
+ * UTF-16 surrogate has no UTF-8 form. Free text a caller sends (notes, reasons, metadata) is
+ * refused with a 400 at the edge instead of failing as a 500 in the database.
+ *
+ * @example
+ *   note: z.string().max(2000).refine(isRecordable, RECORDABLE_MESSAGE).optional()
+ */
+export const UNRECORDABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+export const RECORDABLE_MESSAGE = { message: 'must not contain NUL characters or unpaired surrogates' };
+
+export const isRecordable = (text: string): boolean => !UNRECORDABLE.test(text);
