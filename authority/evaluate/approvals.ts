@@ -10,6 +10,7 @@
  *   await db.transaction(async (tx) => { await storeEvaluations(tx, [write]); await human?.open(tx); });
  */
 import { randomUUID } from 'node:crypto';
+import type { EscalationStatus } from '../../shared/wire/escalations.js';
 import type { EvaluateWireRequest } from '../../shared/wire/evaluate.js';
 import { openApprovalRequest } from '../approvals/approval-requests.js';
 import type { Principal } from '../auth/principal.js';
@@ -29,8 +30,8 @@ export interface OpenedApproval {
 export interface HumanApproval {
   /** What the response says was opened. */
   opened: OpenedApproval;
-  /** Opens it, in the evaluation's transaction (after the evaluation row). */
-  open(tx: Queryable): Promise<void>;
+  /** Opens it, in the evaluation's transaction (after the evaluation row); an escalation's status for the metrics. */
+  open(tx: Queryable): Promise<EscalationStatus | null>;
 }
 
 export interface HumanApprovalInput {
@@ -55,15 +56,17 @@ export function planHumanApproval(input: HumanApprovalInput): HumanApproval | nu
     const timeoutMs = decided.hold.timeoutMs;
     return {
       opened: { approval_request_id: id },
-      open: (tx) =>
-        openApprovalRequest(
+      open: async (tx) => {
+        await openApprovalRequest(
           tx,
           {
             id, orgId, evaluationId, requestId, actionType: request.action_type, actorId: request.actor_id, bindingHash,
             riskScore: decided.risk.score, reasonCodes: decided.reasonCodes, timeoutMs, credential: principal.credential,
           },
           now,
-        ),
+        );
+        return null;
+      },
     };
   }
   if (decided.decision === 'escalate' && decided.escalation) {
@@ -72,7 +75,7 @@ export function planHumanApproval(input: HumanApprovalInput): HumanApproval | nu
     return {
       opened: { escalation_id: id },
       open: async (tx) => {
-        await createEscalation(
+        const escalation = await createEscalation(
           tx,
           {
             id,
@@ -94,6 +97,7 @@ export function planHumanApproval(input: HumanApprovalInput): HumanApproval | nu
           },
           input.clock,
         );
+        return escalation.status;
       },
     };
   }

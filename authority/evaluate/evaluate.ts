@@ -14,6 +14,7 @@ import { canonicalJson } from '../../shared/canonical-json.js';
 import { CountersignError } from '../../shared/errors.js';
 import { BindingFactError, bindingHash, boundFacts, type BindingInput } from '../../shared/permits/binding.js';
 import { newPermitId } from '../../shared/permits/claims.js';
+import type { EscalationStatus } from '../../shared/wire/escalations.js';
 import type { EvaluateResponse, EvaluateWireRequest } from '../../shared/wire/evaluate.js';
 import { AuditPayloadError } from '../audit/chain.js';
 import type { NewAuditEvent } from '../audit/types.js';
@@ -169,6 +170,7 @@ async function evaluateOnce(
   const usesApprovals = permit !== null && approvals.accepted.length > 0;
   let response: EvaluateResponse;
   let outcome: EvaluationOutcome;
+  let escalationStatus: EscalationStatus | null = null;
   try {
     if (human || usesApprovals) {
       ({ response, outcome } = await deps.db.transaction(async (tx) => {
@@ -176,7 +178,7 @@ async function evaluateOnce(
         const [stored] = await storeEvaluations(tx, [writeFor(answer)]);
         // A duplicate must not keep what it opened or claimed: roll the transaction back.
         if (stored !== 'stored') throw new DuplicateRequestId();
-        await human?.open(tx);
+        escalationStatus = (await human?.open(tx)) ?? null;
         if (usesApprovals && permit) await claimApprovals(tx, { orgId: org.id, permitId: permit.id, evaluationId, at: now }, approvals.accepted);
         return { response: answer, outcome: stored };
       }));
@@ -198,6 +200,7 @@ async function evaluateOnce(
   deps.metrics.evaluations.inc({ decision: response.decision, mode });
   deps.metrics.evaluateDuration.observe({ decision: response.decision }, Number(process.hrtime.bigint() - started) / 1e9);
   if (permit) deps.metrics.permitsIssued.inc();
+  if (escalationStatus) deps.metrics.escalations.inc({ status: escalationStatus });
   if (request.explain === true && decided.explanation) {
     // The trace is for this caller only; the stored response (for repeats) does not carry it.
     return { ...response, decisionObject: { ...response.decisionObject, explanation: decided.explanation } };

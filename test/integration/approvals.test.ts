@@ -118,6 +118,8 @@ for (const backend of appBackends()) {
       t.equal(escalated.decision, 'escalate');
       const id = escalated.escalation_id as string;
       t.match(id, /^[0-9a-f-]{36}$/, 'the escalate opened an escalation');
+      const counted = (await authority.metrics.escalations.get()).values.find((value) => value.labels.status === 'pending');
+      t.equal(counted?.value, 1, 'countersign_escalations_total counts it');
       const opened = (await authority.app.inject({ method: 'GET', url: `/v1/escalations/${id}`, headers: authority.bearer(authority.acmeAdmin) })).json();
       t.match(opened.escalation, { status: 'pending', agentId: 'finance-bot', quorumRequired: 'two_thirds', approverPoolSize: 3 });
 
