@@ -27,27 +27,26 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { availableParallelism, cpus, tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import { Pool, request } from 'undici';
 import { freePort } from '../support/servers.mjs';
+import {
+  authorityYaml, createBenchDatabase, describeExit, fmt, formatTable, machineTimes, percent, percentile, READY_TIMEOUT_MS, STOP_TIMEOUT_MS,
+} from './bench-common.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const dist = (path) => join(root, 'dist', path);
 const CLI = dist('bin/countersign.js');
 
 const ORGS = 16;
-const READY_TIMEOUT_MS = 60_000;
-const STOP_TIMEOUT_MS = 15_000;
 const REQUEST_TIMEOUT_MS = 10_000;
 /** A scenario that keeps failing stops early rather than spinning for its whole window. */
 const MAX_ERRORS_PER_SCENARIO = 1_000;
 /** Child output kept for the report when it crashes. */
 const CHILD_OUTPUT_LINES = 200;
-const RAISED_LIMIT = { per_minute: 10_000_000, burst: 10_000_000 };
 
 const TARGETS = { oneOrgPerSecond: 1_500, sixteenOrgsPerSecond: 2_500, openLoopP99Ms: 20 };
 
@@ -77,51 +76,12 @@ async function loadProduct() {
   };
 }
 
-// ── Database ──────────────────────────────────────────────────────────────────────────────────
-
-async function withAdminClient(adminUrl, fn) {
-  const client = new pg.Client({ connectionString: adminUrl, connectionTimeoutMillis: 10_000 });
-  await client.connect();
-  try {
-    return await fn(client);
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-}
-
-/** A fresh database beside the server's default one, so nothing else's data is touched. */
-async function createBenchDatabase(adminUrl) {
-  const name = `countersign_bench_${process.pid}_${randomBytes(4).toString('hex')}`;
-  await withAdminClient(adminUrl, (client) => client.query(`CREATE DATABASE "${name}"`));
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    // FORCE: connections the crashed child may have left must not keep the database alive.
-    drop: () => withAdminClient(adminUrl, (client) => client.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)),
-  };
-}
-
 async function serverFacts(db) {
   const [row] = await db.query(
     `SELECT current_setting('server_version') AS version, current_setting('fsync') AS fsync,
             current_setting('synchronous_commit') AS synchronous_commit`,
   );
   return row;
-}
-
-// ── The authority child ───────────────────────────────────────────────────────────────────────
-
-function authorityYaml() {
-  const bucket = `{ per_minute: ${RAISED_LIMIT.per_minute}, burst: ${RAISED_LIMIT.burst} }`;
-  return [
-    '# Written by test/bench/evaluate-bench.mjs: rate limits out of the way of the load.',
-    'rate_limits:',
-    `  evaluate: ${bucket}`,
-    '  plans:',
-    ...['community', 'team', 'business', 'enterprise'].map((plan) => `    ${plan}: ${bucket}`),
-    '',
-  ].join('\n');
 }
 
 /** Keeps the child's last lines (warn and above only, at the log level the bench sets). */
@@ -152,7 +112,7 @@ async function isReady(api) {
  */
 async function startAuthorityChild({ databaseUrl, redisUrl, dir, cpuProfileDir }) {
   const configFile = join(dir, 'authority.yaml');
-  await writeFile(configFile, authorityYaml());
+  await writeFile(configFile, authorityYaml('test/bench/evaluate-bench.mjs'));
   const [apiPort, adminPort] = [await freePort(), await freePort()];
   // Given rather than generated, so the first start writes no key file.
   const bootstrapKey = `ask_live_${randomBytes(24).toString('hex')}`;
@@ -185,10 +145,6 @@ async function startAuthorityChild({ databaseUrl, redisUrl, dir, cpuProfileDir }
     await sleep(100);
   }
   throw new Error(`the authority was not ready within ${READY_TIMEOUT_MS / 1000} s:\n${output()}`);
-}
-
-function describeExit({ code, signal }) {
-  return signal ? `signal ${signal}` : `exit code ${code}`;
 }
 
 /** SIGTERM (drain), SIGKILL when it does not stop; resolves how it ended. */
@@ -258,12 +214,6 @@ function createRecorder(windowStart, windowEnd) {
   return recorder;
 }
 
-/** Nearest-rank percentile of sorted values. */
-function percentile(sorted, p) {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1))];
-}
-
 function summarize(name, concurrency, recorder) {
   const sorted = Float64Array.from(recorder.latencies).sort();
   const seconds = (recorder.windowEnd - recorder.windowStart) / 1000;
@@ -330,17 +280,6 @@ async function authorityCpuSeconds(adminUrl) {
   const text = await response.body.text();
   const match = /^process_cpu_seconds_total (\S+)$/m.exec(text);
   return match ? Number(match[1]) : Number.NaN;
-}
-
-function machineTimes() {
-  let busy = 0;
-  let total = 0;
-  for (const { times } of cpus()) {
-    const all = times.user + times.nice + times.sys + times.irq + times.idle;
-    total += all;
-    busy += all - times.idle;
-  }
-  return { busy, total };
 }
 
 async function cpuSnapshot(adminUrl) {
@@ -491,18 +430,13 @@ async function checkStored(db, answeredAllow) {
 
 // ── Report ────────────────────────────────────────────────────────────────────────────────────
 
-const fmt = (value, digits = 1) => (Number.isFinite(value) ? value.toFixed(digits) : '-');
-
 function table(rows) {
   const header = ['scenario', 'clients', 'requests', 'per s', 'p50 ms', 'p99 ms', 'errors', 'authority cpu', 'bench cpu', 'machine busy'];
-  const percent = (value) => `${fmt(value, 0)} %`;
   const cells = rows.map((r) => [
     r.name, String(r.concurrency), String(r.requests), fmt(r.perSecond, 0), fmt(r.p50, 2), fmt(r.p99, 2), String(r.errors),
     percent(r.cpu.authority), percent(r.cpu.generator), percent(r.cpu.machine),
   ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i].length)));
-  const line = (c) => c.map((v, i) => (i === 0 ? v.padEnd(widths[i]) : v.padStart(widths[i]))).join('  ');
-  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...cells.map(line)].join('\n');
+  return formatTable(header, cells);
 }
 
 function verdict(pass) {
@@ -581,7 +515,7 @@ function abortOnExit(authority) {
 export async function runEvaluateBench(options) {
   const { log } = options;
   const product = await loadProduct();
-  const database = await createBenchDatabase(options.databaseUrl);
+  const database = await createBenchDatabase(options.databaseUrl, 'countersign_bench');
   const dir = await mkdtemp(join(tmpdir(), 'countersign-bench-'));
   let authority;
   let db;

@@ -1,0 +1,244 @@
+#!/usr/bin/env node
+/**
+ * The small servers of the proxy benchmark, each run as its own child process so that none shares
+ * an event loop with the load generator, the upstream or another proxy:
+ *
+ *   node test/bench/bench-servers.mjs upstream      the protected system: 200 with the given body;
+ *                                                   counts what reaches it (GET /__bench/stats)
+ *   node test/bench/bench-servers.mjs http-proxy-3  pass-through with http-proxy-3, keep-alive agent
+ *   node test/bench/bench-servers.mjs undici        pass-through shaped like proxy/server.ts's
+ *                                                   forward(): undici Agent, agent.request, streamed
+ *   node test/bench/bench-servers.mjs undici-dispatch  the same on agent.dispatch, no stream in between
+ *   node test/bench/bench-servers.mjs naive         the naive gate: jose jwtVerify, Redis SET NX, then
+ *                                                   forward with the classic http-proxy
+ *
+ * The configuration comes as one JSON line on stdin (it may hold an API key, which must not show
+ * in `ps`); the child listens on a free loopback port and answers one JSON line on stdout,
+ * `{"url": "http://127.0.0.1:<port>"}`. It exits on SIGTERM or SIGINT, and when stdin closes, so a
+ * bench process that dies without cleaning up does not leave it running.
+ */
+import { Agent as HttpAgent, createServer } from 'node:http';
+import { createInterface } from 'node:readline';
+import { pipeline } from 'node:stream/promises';
+
+/** Hop-by-hop fields (RFC 9110 §7.6.1) and host, which the forwarders must not copy. */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'expect', 'host', 'proxy-connection']);
+
+/**
+ * Long enough that no keep-alive connection is closed by the upstream between two scenarios: a
+ * POST on a connection the server is just closing would fail instead of being retried.
+ */
+const KEEP_ALIVE_MS = 120_000;
+
+function listen(server) {
+  server.keepAliveTimeout = KEEP_ALIVE_MS;
+  server.headersTimeout = KEEP_ALIVE_MS + 1_000;
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve(`http://127.0.0.1:${server.address().port}`));
+  });
+}
+
+function sendJson(res, status, body) {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+// ── The upstream ──────────────────────────────────────────────────────────────────────────────
+
+/**
+ * Counts every request, and the ids of `/echo/<id>` requests (the gated route) separately: each
+ * gated request carries a fresh permit for its own id, so a distinct count below the total would
+ * mean one permit opened the upstream twice.
+ */
+function upstream({ body: text }) {
+  const stats = { requests: 0, echo: 0 };
+  const echoIds = new Set();
+  // The load generator checks every answer against this body, so it knows the upstream wrote it.
+  const body = Buffer.from(text);
+  return createServer((req, res) => {
+    if (req.url === '/__bench/stats') return sendJson(res, 200, { ...stats, echoDistinct: echoIds.size });
+    stats.requests += 1;
+    if (req.url.startsWith('/echo/')) {
+      stats.echo += 1;
+      echoIds.add(req.url);
+    }
+    // Drain the request body (there is none in the bench) before answering, as a real server would.
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length });
+      res.end(body);
+    });
+  });
+}
+
+// ── Pass-through forwarders, the engine comparison ───────────────────────────────────────────
+
+async function httpProxy3({ upstream: target }) {
+  const { createProxyServer } = await import('http-proxy-3');
+  const proxy = createProxyServer({ target, agent: new HttpAgent({ keepAlive: true }), xfwd: true });
+  proxy.on('error', (_error, _req, res) => failed(res));
+  return createServer((req, res) => proxy.web(req, res));
+}
+
+/** What proxy/server.ts does per request, minus the gate: the engine alone. */
+async function undiciForwarder({ upstream: target }) {
+  const { Agent } = await import('undici');
+  const agent = new Agent({ keepAliveTimeout: 30_000 });
+  const origin = new URL(target).origin;
+  return createServer(async (req, res) => {
+    try {
+      const answer = await agent.request({
+        origin,
+        path: req.url,
+        method: req.method,
+        headers: forwardHeaders(req),
+        body: hasBody(req) ? req : null,
+      });
+      res.writeHead(answer.statusCode, responseHeaders(answer.headers));
+      await pipeline(answer.body, res);
+    } catch {
+      failed(res);
+    }
+  });
+}
+
+/**
+ * The same forwarder on undici's lowest level, `dispatch`: the answer is written straight into the
+ * response, with no Readable in between, no `stream.pipeline` and no AbortController per request
+ * (the controller undici hands over cancels the request when the client leaves).
+ */
+async function undiciDispatch({ upstream: target }) {
+  const { Agent } = await import('undici');
+  const agent = new Agent({ keepAliveTimeout: 30_000 });
+  const origin = new URL(target).origin;
+  return createServer((req, res) => {
+    let upstream = null;
+    res.once('close', () => {
+      if (!res.writableFinished) upstream?.abort(new Error('the client went away'));
+    });
+    res.on('drain', () => upstream?.resume());
+    agent.dispatch(
+      { origin, path: req.url, method: req.method, headers: forwardHeaders(req), body: hasBody(req) ? req : null },
+      {
+        onRequestStart(controller) {
+          upstream = controller;
+        },
+        onResponseStart(_controller, statusCode, headers) {
+          res.writeHead(statusCode, responseHeaders(headers));
+        },
+        onResponseData(controller, chunk) {
+          // Backpressure: undici waits for resume() (on 'drain') before the next chunk.
+          if (!res.write(chunk)) controller.pause();
+        },
+        onResponseEnd() {
+          res.end();
+        },
+        onResponseError() {
+          failed(res);
+        },
+      },
+    );
+  });
+}
+
+function forwardHeaders(req) {
+  const out = [];
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    if (!HOP_BY_HOP.has(raw[i].toLowerCase())) out.push(raw[i], raw[i + 1]);
+  }
+  out.push('x-forwarded-for', req.socket.remoteAddress ?? '');
+  return out;
+}
+
+function responseHeaders(headers) {
+  const out = {};
+  for (const [name, value] of Object.entries(headers)) if (!HOP_BY_HOP.has(name)) out[name] = value;
+  return out;
+}
+
+function hasBody(req) {
+  return req.headers['transfer-encoding'] !== undefined || (req.headers['content-length'] ?? '0') !== '0';
+}
+
+function failed(res) {
+  if (res.headersSent) res.destroy();
+  else sendJson(res, 502, { error: 'upstream_unavailable' });
+}
+
+// ── The naive gate ────────────────────────────────────────────────────────────────────────────
+
+/**
+ * The gate as one would first write it: the permit checked with jose's jwtVerify against the
+ * authority's JWKS (fetched once), consumed with one `SET NX PX` in Redis, then forwarded with the
+ * classic http-proxy. It checks less than the real proxy (no binding hash, no revocation, no
+ * verification records): it is the floor of what a gate must spend, not a rival product.
+ */
+async function naive({ upstream: target, authority, apiKey, redisUrl, issuer, audience, permitHeader }) {
+  const [{ importJWK, jwtVerify }, { Redis }, httpProxy, { request }] = await Promise.all([
+    import('jose'),
+    import('ioredis'),
+    import('http-proxy').then((module) => module.default),
+    import('undici'),
+  ]);
+  const answer = await request(`${authority}/v1/permit-keys`, { headers: { authorization: `Bearer ${apiKey}` } });
+  if (answer.statusCode !== 200) throw new Error(`GET /v1/permit-keys answered ${answer.statusCode}`);
+  const keys = new Map();
+  for (const jwk of (await answer.body.json()).keys) keys.set(jwk.kid, await importJWK(jwk, 'EdDSA'));
+  const redis = new Redis(redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+  const proxy = httpProxy.createProxyServer({ target, agent: new HttpAgent({ keepAlive: true }), xfwd: true });
+  proxy.on('error', (_error, _req, res) => failed(res));
+  const header = permitHeader.toLowerCase();
+  const options = { issuer, audience, algorithms: ['EdDSA'], typ: 'permit+jwt' };
+  const keyFor = (protectedHeader) => keys.get(protectedHeader.kid) ?? Promise.reject(new Error('unknown kid'));
+
+  return createServer(async (req, res) => {
+    const token = req.headers[header];
+    if (typeof token !== 'string') return sendJson(res, 403, { error: 'permit_required' });
+    let claims;
+    try {
+      ({ payload: claims } = await jwtVerify(token, keyFor, options));
+    } catch {
+      return sendJson(res, 403, { error: 'permit_rejected' });
+    }
+    try {
+      const ttlMs = Math.max(1, claims.exp * 1000 + 5_000 - Date.now());
+      const first = await redis.set(`bench-naive:permit:${claims.jti}`, '1', 'PX', ttlMs, 'NX');
+      if (first !== 'OK') return sendJson(res, 403, { error: 'permit_rejected', reason: 'PERMIT_ALREADY_USED' });
+    } catch {
+      return sendJson(res, 503, { error: 'gate_unavailable' });
+    }
+    delete req.headers[header];
+    proxy.web(req, res);
+  });
+}
+
+// ── Entry ─────────────────────────────────────────────────────────────────────────────────────
+
+const KINDS = { upstream, 'http-proxy-3': httpProxy3, undici: undiciForwarder, 'undici-dispatch': undiciDispatch, naive };
+
+async function main() {
+  const kind = process.argv[2];
+  if (!Object.hasOwn(KINDS, kind)) throw new Error(`usage: bench-servers.mjs ${Object.keys(KINDS).join('|')}`);
+  const lines = createInterface({ input: process.stdin });
+  const [first] = await Promise.race([
+    new Promise((resolve) => lines.once('line', (line) => resolve([line]))),
+    new Promise((resolve) => lines.once('close', () => resolve([undefined]))),
+  ]);
+  if (first === undefined) return process.exit(0);
+  const server = await KINDS[kind](JSON.parse(first));
+  const url = await listen(server);
+  process.stdout.write(`${JSON.stringify({ url })}\n`);
+  const stop = () => process.exit(0);
+  // stdin closing means the bench process is gone: nobody is left to stop this child.
+  lines.once('close', stop);
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+}
+
+main().catch((error) => {
+  process.stderr.write(`bench-servers ${process.argv[2]}: ${error?.stack ?? error}\n`);
+  process.exit(1);
+});

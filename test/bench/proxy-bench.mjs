@@ -1,0 +1,262 @@
+/**
+ * The proxy benchmark, in one run on loopback: what the Countersign proxy costs in front of an
+ * upstream, against the upstream alone, nginx, two bare forwarding engines and a naive gate. Every
+ * server and the load generator run as separate processes (proxy-processes.mjs), so none shares an
+ * event loop with another; the load generator (load-generator.mjs) sends pre-built requests.
+ *
+ * Rows, each closed loop (C connections, throughput) and open loop (R/s, latency from the
+ * scheduled send time); each run is a warm-up (discarded) then a measured window:
+ *   direct upstream        a tiny node:http server answering 200 with a small body
+ *   nginx                  reverse proxy, one worker, keep-alive upstream (skipped when not installed)
+ *   countersign pass       the Countersign proxy on an unmatched path (`unmatched: pass`)
+ *   http-proxy-3, undici   bare pass-through forwarders, the engine comparison: http-proxy-3, and
+ *                          undici used as proxy/server.ts does (request + stream.pipeline) and on
+ *                          its lowest level (dispatch)
+ *   countersign enforce    the proxy's enforced route, a fresh permit per request
+ *   naive gate             jose jwtVerify + Redis SET NX + the classic http-proxy, fresh permits too
+ *
+ * Permits are minted beforehand with POST /v1/evaluate, one per request, each batch just before
+ * the runs that spend it (they live at most 300 s). A gated closed loop needs as many permits as
+ * it will send, which is not known in advance: its warm-up (fed from a generous batch) is also the
+ * probe of its rate, and the measured run then gets that rate's worth of permits, plus a margin.
+ *
+ * It measures; it is not a test: missed targets print MISS and still resolve `{ ok: true }`. `ok`
+ * is false only when a request failed, or what reached the upstream does not match the answers.
+ *
+ * @example
+ *   const { ok } = await runProxyBench({ databaseUrl, redisUrl, seconds: 5, warmupSeconds: 1,
+ *     connections: 32, rate: 1000, soakSeconds: 0, soakRate: 500, log: console.log, signal });
+ */
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { request } from 'undici';
+import { cpuBetween, cpuSeconds, cpuTimes, rssBytes, rssSampler } from './proc-stats.mjs';
+import {
+  CLI, findNginx, nginxVersion, runGenerator, sleep, startAuthority, startBenchServer, startCountersignProxy, startNginx, stopAll,
+} from './proxy-processes.mjs';
+import { authorityYaml, createBenchDatabase, describeExit, machineTimes } from './bench-common.mjs';
+import { report } from './proxy-report.mjs';
+import { localStorePids, mintPermitRequests, PERMIT_HEADER, proxyYaml, setUpOrganization } from './proxy-setup.mjs';
+import { runSoak } from './proxy-soak.mjs';
+
+const UPSTREAM_BODY = '{"ok":true,"service":"bench-upstream"}';
+const PASS_REQUEST = { method: 'GET', path: '/pass/item?page=1', headers: { accept: 'application/json' } };
+/** The most permits minted for one run (about 30 s of the authority's time on a 2-core machine). */
+const MAX_BATCH = 40_000;
+/**
+ * Margin on the probed rate when sizing a window's batch: a warmer process runs faster than its
+ * probe did, and running short ends the window early (it is then reported as that long).
+ */
+const BATCH_MARGIN = 1.6;
+/** The measured run after a probe re-warms its fresh connections for this long first. */
+const REWARM_MS = 250;
+/**
+ * Before a run, wait (up to maxMs) until the authority and the server about to be measured are
+ * idle: after gated runs the authority drains the proxy's verification records into the audit log
+ * for a few seconds. Only these processes are watched: the machine may have other work of its own.
+ */
+const SETTLE = { idleBelow: 0.1, sampleMs: 300, maxMs: 15_000 };
+
+const busyBetween = (a, b) => (b.busy - a.busy) / Math.max(1, b.total - a.total);
+
+async function settle(pids) {
+  const deadline = Date.now() + SETTLE.maxMs;
+  while (Date.now() < deadline) {
+    const before = pids.map(cpuSeconds);
+    await sleep(SETTLE.sampleMs);
+    const busiest = Math.max(...pids.map((pid, i) => (cpuSeconds(pid) - before[i]) / (SETTLE.sampleMs / 1000)));
+    if (!(busiest >= SETTLE.idleBelow)) return;
+  }
+}
+
+/**
+ * The measuring harness: runs the load generator against one server and adds the CPU each process
+ * spent in the generator's measured window (server, upstream, authority: % of one core; machine:
+ * % of all cores).
+ */
+function createMeasure({ upstream, authority, storePids, options }) {
+  const snapshot = (server) => ({
+    at: performance.now(),
+    server: cpuTimes([server.pid]),
+    upstream: cpuTimes([upstream.pid]),
+    authority: cpuTimes([authority.pid]),
+    stores: cpuTimes(storePids),
+    machine: machineTimes(),
+  });
+  return async function measure({ name, server, mode, requests, reuse, warmupMs, windowMs, connections = options.connections, rate = options.rate, settle: calm = true }) {
+    if (options.signal.aborted) throw new Error('interrupted');
+    if (calm) await settle([authority.pid, server.pid]);
+    let start;
+    let end;
+    const result = await runGenerator(
+      { origin: server.url, mode, connections, rate, warmupMs, windowMs, requests, reuse, expect: { status: 200, body: UPSTREAM_BODY } },
+      { onWindowStart: () => (start = snapshot(server)), onWindowEnd: () => (end = snapshot(server)) },
+    );
+    if (options.signal.aborted) throw new Error(`interrupted during "${name}"`);
+    for (const proc of [server, upstream, authority]) {
+      if (proc.exit) throw new Error(`${proc.name} exited (${describeExit(proc.exit)}) during "${name}":\n${proc.output()}`);
+    }
+    const seconds = (end.at - start.at) / 1000;
+    const core = (key) => (cpuBetween(start[key], end[key]) / seconds) * 100;
+    const cpu = {
+      server: core('server'), upstream: core('upstream'), authority: core('authority'), stores: core('stores'), generator: result.cpuPercent,
+      machine: busyBetween(start.machine, end.machine) * 100,
+    };
+    // What the machine spent beyond the processes above, in % of one core: the kernel's share of
+    // loopback traffic, and anything else running on the machine, which makes every figure lower.
+    const known = (server === upstream ? 0 : cpu.server) + cpu.upstream + cpu.authority + (Number.isFinite(cpu.stores) ? cpu.stores : 0) + cpu.generator;
+    cpu.other = Math.max(0, (cpu.machine / 100) * availableParallelism() * 100 - known);
+    return { name, load: mode === 'open' ? `${rate}/s` : `${connections} conn`, ...result, cpu };
+  };
+}
+
+/**
+ * A gated closed loop. Its warm-up doubles as the probe of its rate: fed from a batch sized by an
+ * upper bound, it runs cold for its first half and is timed over its second (a cold start would
+ * understate the rate by half), and the measured run then gets that rate's worth of fresh permits.
+ */
+async function gatedClosedLoop({ measure, mint, name, server, upperBound, options, log }) {
+  const probeMs = Math.max(1000, options.warmupSeconds * 1000);
+  // The upper bound is a pass-through rate, well above a gated one: no margin on top of it.
+  const probeBatch = await mint(`${name}-probe`, Math.min(MAX_BATCH, Math.ceil(upperBound * (probeMs / 1000)) + options.connections));
+  const probe = await measure({ name: `${name} (warm-up)`, server, mode: 'closed', requests: probeBatch, reuse: false, warmupMs: probeMs / 2, windowMs: probeMs / 2 });
+  const windowMs = options.seconds * 1000;
+  // A probe that ran out before its timed half measured nothing: fall back on the upper bound.
+  const rate = probe.perSecond > 0 ? probe.perSecond : upperBound;
+  const wanted = Math.ceil(rate * ((windowMs + REWARM_MS) / 1000) * BATCH_MARGIN) + options.connections;
+  const batch = await mint(name, Math.min(MAX_BATCH, wanted));
+  const result = await measure({ name, server, mode: 'closed', requests: batch, reuse: false, warmupMs: REWARM_MS, windowMs });
+  if (result.exhausted) log(`  note: "${name}" ran out of permits after ${result.windowSeconds.toFixed(1)} s of its window (the window is that long)`);
+  return { result, probe };
+}
+
+async function runScenarios({ servers, measure, mint, options, log }) {
+  const { proxy, naive } = servers;
+  const warmupMs = options.warmupSeconds * 1000;
+  const windowMs = options.seconds * 1000;
+  const passThrough = [
+    ['direct upstream', servers.upstream],
+    ['nginx', servers.nginx],
+    ['countersign pass-through', proxy],
+    ['http-proxy-3 pass-through', servers.httpProxy3],
+    ['undici request pass-through', servers.undici],
+    ['undici dispatch pass-through', servers.undiciDispatch],
+  ].filter(([, server]) => server);
+  const rows = { closed: {}, open: {} };
+  const extra = { gatedOk: 0, rss: null };
+  for (const mode of ['closed', 'open']) {
+    for (const [name, server] of passThrough) {
+      log(`running: ${name}, ${mode} loop`);
+      rows[mode][name] = await measure({ name, server, mode, requests: [PASS_REQUEST], reuse: true, warmupMs, windowMs });
+    }
+  }
+
+  // The proxy's memory from its first gated request to its last.
+  const rss = rssSampler(proxy.pid);
+  try {
+    log('running: countersign enforce, closed loop (warm-up and probe, then fresh permits for the window)');
+    const enforce = await gatedClosedLoop({ measure, mint, name: 'countersign enforce', server: proxy, upperBound: rows.closed['countersign pass-through'].perSecond, options, log });
+    rows.closed['countersign enforce'] = enforce.result;
+    log('running: naive gate, closed loop (warm-up and probe, then fresh permits for the window)');
+    const naiveBound = rows.closed['http-proxy-3 pass-through'].perSecond;
+    const naiveRun = await gatedClosedLoop({ measure, mint, name: 'naive gate', server: naive, upperBound: naiveBound, options, log });
+    rows.closed['naive gate'] = naiveRun.result;
+    extra.gatedOk += enforce.probe.ok + naiveRun.probe.ok;
+    extra.probes = [enforce.probe, naiveRun.probe];
+
+    const openCount = Math.ceil(((warmupMs + windowMs) / 1000) * options.rate) + 10;
+    const [enforceOpen, naiveOpen] = [await mint('countersign enforce-open', openCount), await mint('naive gate-open', openCount)];
+    for (const [name, server, requests] of [['countersign enforce', proxy, enforceOpen], ['naive gate', naive, naiveOpen]]) {
+      log(`running: ${name}, open loop`);
+      rows.open[name] = await measure({ name, server, mode: 'open', requests, reuse: false, warmupMs, windowMs });
+    }
+  } finally {
+    extra.rss = rss.stop();
+  }
+  for (const name of ['countersign enforce', 'naive gate']) extra.gatedOk += rows.closed[name].ok + rows.open[name].ok;
+  return { rows, extra };
+}
+
+async function upstreamStats(upstream) {
+  const response = await request(`${upstream.url}/__bench/stats`);
+  return response.body.json();
+}
+
+/**
+ * Runs the whole benchmark on `databaseUrl` (a server where a database may be created) and
+ * `redisUrl`; resolves `{ ok }`. Throws when it could not run at all.
+ */
+export async function runProxyBench(options) {
+  const { log, signal, redisUrl } = options;
+  if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` (npm run bench does it first)');
+  const database = await createBenchDatabase(options.databaseUrl, 'countersign_proxybench');
+  const dir = await mkdtemp(join(tmpdir(), 'countersign-proxybench-'));
+  try {
+    // Given rather than generated, so the first start writes no key file; never printed.
+    const bootstrapKey = `ask_live_${randomBytes(24).toString('hex')}`;
+    const authority = await startAuthority({
+      databaseUrl: database.url, redisUrl, dir, bootstrapKey, secretKey: randomBytes(32).toString('base64'), configYaml: authorityYaml('test/bench/proxy-bench.mjs'),
+    });
+    const keyFile = join(dir, 'proxy.key');
+    const org = await setUpOrganization(authority.url, bootstrapKey, keyFile);
+    const upstream = await startBenchServer('upstream', { body: UPSTREAM_BODY });
+    const nginxBinary = findNginx();
+    // nginx is the yardstick, not the subject: one that will not start is reported and skipped.
+    const nginx = nginxBinary
+      ? await startNginx({ binary: nginxBinary, dir, upstreamUrl: upstream.url }).catch((error) => {
+          log(`nginx: ${nginxBinary} did not start, skipped: ${error.message}`);
+          return null;
+        })
+      : null;
+    const proxy = await startCountersignProxy({
+      dir, redisUrl, cpuProfileDir: options.cpuProfileDir,
+      yaml: proxyYaml({ upstream: upstream.url, authority: authority.url, keyFile, organization: org.id }),
+    });
+    const servers = {
+      upstream, nginx, proxy, authority,
+      httpProxy3: await startBenchServer('http-proxy-3', { upstream: upstream.url }),
+      undici: await startBenchServer('undici', { upstream: upstream.url }),
+      undiciDispatch: await startBenchServer('undici-dispatch', { upstream: upstream.url }),
+      naive: await startBenchServer('naive', {
+        upstream: upstream.url, authority: authority.url, apiKey: org.proxyKey, redisUrl, issuer: 'countersign', audience: 'countersign:gate', permitHeader: PERMIT_HEADER,
+      }),
+    };
+    const idleRss = rssBytes(proxy.pid);
+    log(`machine: ${availableParallelism()} cores, node ${process.version}; ` +
+      `${nginx ? `nginx ${nginxVersion(nginxBinary)}` : nginxBinary ? 'nginx skipped' : 'nginx: not installed, skipped'}; every server, the authority and the load generator are separate processes; ` +
+      `${options.connections} connections closed loop, ${options.rate}/s open loop; ${options.warmupSeconds} s warm-up + ${options.seconds} s per run`);
+
+    const measure = createMeasure({ upstream, authority, storePids: await localStorePids(redisUrl, options.databaseUrl), options });
+    const mint = async (tag, count) => {
+      const started = performance.now();
+      const requests = await mintPermitRequests(authority.url, bootstrapKey, tag.replaceAll(' ', '-'), count, signal);
+      log(`  minted ${count} permits for "${tag}" in ${((performance.now() - started) / 1000).toFixed(1)} s (POST /v1/evaluate)`);
+      return requests;
+    };
+    const { rows, extra } = await runScenarios({ servers, measure, mint, options, log });
+    const soak = options.soakSeconds > 0 ? await runSoak({ proxy, measure, mint, options, log }) : null;
+    if (soak) extra.gatedOk += soak.ok;
+
+    const stats = await upstreamStats(upstream);
+    const problems = [];
+    if (stats.echo !== extra.gatedOk) problems.push(`${stats.echo} gated requests reached the upstream, ${extra.gatedOk} were answered 200`);
+    if (stats.echoDistinct !== stats.echo) problems.push(`${stats.echo - stats.echoDistinct} gated requests reached the upstream with a permit already used`);
+    const errors = [...Object.values(rows.closed), ...Object.values(rows.open), ...extra.probes].reduce((sum, row) => sum + row.errors, 0) + (soak?.errors ?? 0);
+
+    const proxyExit = await proxy.stop();
+    report(log, { rows, rss: { idle: idleRss, ...extra.rss }, soak, nginx: Boolean(nginx), rate: options.rate, probes: extra.probes });
+    if (problems.length === 0) log(`upstream: ${stats.echo} gated requests arrived, each permit once, as many as were answered 200`);
+    for (const problem of problems) log(`upstream check failed: ${problem}`);
+    if (proxyExit.code !== 0) log(`the proxy did not exit cleanly on SIGTERM (${describeExit(proxyExit)}):\n${proxy.output()}`);
+    if (options.cpuProfileDir) log(`proxy CPU profile (proxy.cpuprofile, open in Chrome DevTools): ${resolve(options.cpuProfileDir)}`);
+    return { ok: errors === 0 && problems.length === 0 };
+  } finally {
+    await stopAll();
+    await database.drop().catch((error) => log(`could not drop the bench database: ${error.message}`));
+    await rm(dir, { recursive: true, force: true });
+  }
+}

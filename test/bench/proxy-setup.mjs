@@ -1,0 +1,178 @@
+/**
+ * What the proxy benchmark needs before it measures (its database and the authority's
+ * configuration come from bench-common.mjs): the proxy's configuration file, the organization's
+ * policy and API keys (through the authority's HTTP API with the bootstrap key, so the bench
+ * depends on no internal module), and fresh permits minted in bulk with `POST /v1/evaluate`.
+ *
+ * @example
+ *   const org = await setUpOrganization(authority.url, bootstrapKey, join(dir, 'proxy.key'));
+ *   const requests = await mintPermitRequests(authority.url, bootstrapKey, 'enforce', 20_000, signal);
+ */
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { Pool, request } from 'undici';
+import { withAdminClient } from './bench-common.mjs';
+
+/** Concurrent evaluations while minting: enough for the authority's group commit to fill up. */
+const MINT_CONCURRENCY = 64;
+const REQUEST_TIMEOUT_MS = 30_000;
+
+export const PERMIT_HEADER = 'X-Service-Permit';
+export const ACTOR = 'demo-agent';
+
+/**
+ * Permit lifetime is set per action class in the policy (`permit.lifetime_seconds`, at most 300),
+ * not in authority.yaml, whose `permits` holds only issuer and audience. The bench asks for the
+ * maximum and mints each batch just before the runs that spend it.
+ */
+export const PERMIT_LIFETIME_SECONDS = 300;
+
+const isLoopback = (url) => ['127.0.0.1', 'localhost', '[::1]'].includes(new URL(url).hostname);
+
+/**
+ * The process ids of Redis and of the Postgres server (its postmaster: the backends are its
+ * children) when they run on this machine, so the bench can say how much CPU they used; an empty
+ * list when they are elsewhere or cannot be found (only the figure is then missing).
+ */
+export async function localStorePids(redisUrl, adminUrl) {
+  const pids = [];
+  if (isLoopback(redisUrl)) {
+    const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 0 });
+    try {
+      await redis.connect();
+      const pid = /^process_id:(\d+)/m.exec(await redis.info('server'))?.[1];
+      if (pid) pids.push(Number(pid));
+    } catch {
+      // no figure for Redis
+    } finally {
+      redis.disconnect();
+    }
+  }
+  if (isLoopback(adminUrl)) {
+    try {
+      const [{ data_directory: dir }] = (await withAdminClient(adminUrl, (client) => client.query('SHOW data_directory'))).rows;
+      const pid = Number((await readFile(join(dir, 'postmaster.pid'), 'utf8')).split('\n', 1)[0]);
+      if (pid > 0) pids.push(pid);
+    } catch {
+      // no figure for Postgres (its data directory may not be readable by this user)
+    }
+  }
+  return pids;
+}
+
+// ── Configuration ─────────────────────────────────────────────────────────────────────────────
+
+/** The example policy's demo class, with permits that live as long as a policy allows. */
+const POLICY = `# Written by test/bench/proxy-bench.mjs.
+version: 1
+name: bench-proxy
+defaults:
+  decision: deny
+  permit:
+    required: true
+    lifetime_seconds: ${PERMIT_LIFETIME_SECONDS}
+action_classes:
+  - id: demo
+    match:
+      action_type: demo.*
+    actors: [${ACTOR}]
+    default: allow
+`;
+
+/**
+ * The proxy in front of the upstream: everything but `POST /echo/:id` passes through; that route
+ * is enforced with facts from the path, a header and constants (config/proxy.yaml's route), so
+ * no body is read. Log level and Redis come from the environment the bench gives the child.
+ */
+export function proxyYaml({ upstream, authority, keyFile, organization }) {
+  return ({ listen, adminListen }) => `# Written by test/bench/proxy-bench.mjs.
+listen: ${listen}
+admin_listen: ${adminListen}
+upstream: ${upstream}
+authority:
+  url: ${authority}
+  api_key_file: ${keyFile}
+organization: ${organization}
+mode: enforce
+permit_header: ${PERMIT_HEADER}
+unmatched: pass
+routes:
+  - name: echo
+    match: { method: POST, path: /echo/:id }
+    action_type: demo.echo
+    facts:
+      actor_id: { header: X-Actor-Id }
+      environment: { const: dev }
+      target:
+        type: { const: demo }
+        id: { path: id }
+`;
+}
+
+// ── The authority's API ───────────────────────────────────────────────────────────────────────
+
+async function api(base, key, method, path, body) {
+  const response = await request(`${base}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+    headersTimeout: REQUEST_TIMEOUT_MS,
+    bodyTimeout: REQUEST_TIMEOUT_MS,
+  });
+  const text = await response.body.text();
+  if (response.statusCode >= 300) throw new Error(`${method} ${path} answered ${response.statusCode}: ${text.slice(0, 300)}`);
+  return JSON.parse(text);
+}
+
+/**
+ * The bootstrap organization with the bench policy, and the proxy's own key (scope
+ * verify:execute) in `keyFile` (0600), as an operator would set a gate up. The naive baseline uses
+ * the same key to fetch the JWKS.
+ */
+export async function setUpOrganization(authority, bootstrapKey, keyFile) {
+  const self = await api(authority, bootstrapKey, 'GET', '/v1-api-key-self');
+  await api(authority, bootstrapKey, 'PUT', '/v1/policies', { source: POLICY, format: 'yaml' });
+  const created = await api(authority, bootstrapKey, 'POST', '/v1/api-keys', { name: 'bench proxy', scopes: ['verify:execute'] });
+  await writeFile(keyFile, `${created.secret}\n`, { mode: 0o600 });
+  return { id: self.organization_id, proxyKey: created.secret };
+}
+
+/**
+ * `count` gated requests, each with a fresh permit of its own for `POST /echo/<tag>-<i>` (a
+ * distinct target id each), minted concurrently. Any answer but an allow with a permit stops the
+ * bench: it could not measure what it claims to.
+ */
+export async function mintPermitRequests(authority, key, tag, count, signal) {
+  const pool = new Pool(authority, { connections: MINT_CONCURRENCY, pipelining: 1 });
+  const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+  const requests = new Array(count);
+  let next = 0;
+  const worker = async () => {
+    while (next < count) {
+      if (signal.aborted) throw new Error('interrupted while minting permits');
+      const i = next++;
+      const id = `${tag}-${i}`;
+      const response = await pool.request({
+        method: 'POST',
+        path: '/v1/evaluate',
+        headers,
+        body: JSON.stringify({ action_type: 'demo.echo', actor_id: ACTOR, context: { environment: 'dev', target: { type: 'demo', id } } }),
+        headersTimeout: REQUEST_TIMEOUT_MS,
+        bodyTimeout: REQUEST_TIMEOUT_MS,
+      });
+      const text = await response.body.text();
+      const answer = response.statusCode === 200 ? JSON.parse(text) : null;
+      if (answer?.decision !== 'allow' || typeof answer.permit_token !== 'string') {
+        throw new Error(`minting a permit: POST /v1/evaluate answered ${response.statusCode}: ${text.slice(0, 300)}`);
+      }
+      requests[i] = { method: 'POST', path: `/echo/${id}`, headers: { [PERMIT_HEADER.toLowerCase()]: answer.permit_token, 'x-actor-id': ACTOR } };
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: MINT_CONCURRENCY }, worker));
+  } finally {
+    await pool.close();
+  }
+  return requests;
+}
