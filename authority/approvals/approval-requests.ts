@@ -108,20 +108,15 @@ export function approvalToWire(approval: ApprovalRequest, nowMs: number): Approv
   };
 }
 
-export interface NewApprovalRequest {
-  id: string;
-  orgId: string;
-  evaluationId: string;
-  requestId: string;
-  actionType: string;
-  actorId: string;
-  bindingHash: string;
-  riskScore: number;
-  reasonCodes: string[];
+/** What opening a request takes: the held action's facts, its timeout and who asked. */
+export type NewApprovalRequest = Pick<
+  ApprovalRequest,
+  'id' | 'orgId' | 'evaluationId' | 'requestId' | 'actionType' | 'actorId' | 'bindingHash' | 'riskScore' | 'reasonCodes'
+> & {
   timeoutMs: number;
   /** The credential that asked for the action (`api_key:<id>`, `user:<id>`). */
   credential: string;
-}
+};
 
 /** Opens an approval request and records `approval.requested`, in the caller's transaction. */
 export async function openApprovalRequest(tx: Queryable, input: NewApprovalRequest, now: Date): Promise<void> {

@@ -13,6 +13,7 @@
  *   await sweeper.stop(); // waits for a run in flight
  */
 import type { AuthorityMetrics } from '../metrics.js';
+import { runEvery, type PeriodicTask } from '../periodic.js';
 import type { Db } from '../store/db.js';
 import type { Clock } from '../time.js';
 import { settleDueEscalations } from './escalations.js';
@@ -42,36 +43,15 @@ export interface SweeperLogger {
   error(obj: unknown, msg: string): void;
 }
 
-export interface RunningSweeper {
-  /** Stops the timer and resolves once a run in flight has finished. */
-  stop(): Promise<void>;
-}
+/** Stops the timer and resolves once a run in flight has finished. */
+export type RunningSweeper = PeriodicTask;
 
-/**
- * Sweeps every `intervalMs`, never two runs at once, logging failures (the next tick retries).
- * The timer is unref'd, so it never keeps the process alive.
- */
+/** Sweeps every `intervalMs` (see runEvery), logging failures: the next tick retries. */
 export function startEscalationSweeper(deps: SweeperDeps, options: { intervalMs: number; logger: SweeperLogger; batch?: number }): RunningSweeper {
-  let inFlight: Promise<void> | null = null;
-  let stopped = false;
-  const tick = () => {
-    if (stopped || inFlight) return;
-    inFlight = sweepEscalationTimeouts(deps, options.batch === undefined ? {} : { batch: options.batch })
-      .then(
-        () => undefined,
-        (error: unknown) => options.logger.error({ err: error }, 'recording escalation timeouts failed; retrying on the next tick'),
-      )
-      .finally(() => {
-        inFlight = null;
-      });
-  };
-  const timer = setInterval(tick, options.intervalMs);
-  timer.unref();
-  return {
-    async stop() {
-      stopped = true;
-      clearInterval(timer);
-      await inFlight;
-    },
-  };
+  return runEvery(options.intervalMs, () =>
+    sweepEscalationTimeouts(deps, options.batch === undefined ? {} : { batch: options.batch }).then(
+      () => undefined,
+      (error: unknown) => options.logger.error({ err: error }, 'recording escalation timeouts failed; retrying on the next tick'),
+    ),
+  );
 }

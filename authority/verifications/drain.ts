@@ -26,6 +26,7 @@ import { VerificationRecord } from '../../shared/wire/verification-records.js';
 import { appendAuditEvents } from '../audit/chain.js';
 import type { NewAuditEvent } from '../audit/types.js';
 import { markConsumed } from '../permits/permits.js';
+import { runEvery, type PeriodicTask } from '../periodic.js';
 import type { Db, Queryable } from '../store/db.js';
 import type { Clock } from '../time.js';
 
@@ -259,39 +260,20 @@ export interface DrainLogger {
   error(obj: unknown, msg: string): void;
 }
 
-export interface RunningDrain {
-  /** Stops the timer and resolves once a run in flight has finished. */
-  stop(): Promise<void>;
-}
+/** Stops the timer and resolves once a run in flight has finished. */
+export type RunningDrain = PeriodicTask;
 
 /**
- * Runs the drain every `intervalMs`, never two runs at once (a slow run makes the next tick a
- * no-op), logging failures: the next tick retries, and the records wait in the stream meanwhile.
- * The timer is unref'd, so it never keeps the process alive.
+ * Runs the drain every `intervalMs` (see runEvery), logging failures: the next tick retries, and
+ * the records wait in the stream meanwhile.
  */
 export function startVerificationDrain(deps: DrainDeps, options: { intervalMs: number; logger: DrainLogger; batch?: number }): RunningDrain {
-  let inFlight: Promise<void> | null = null;
-  let stopped = false;
-  const tick = () => {
-    if (stopped || inFlight) return;
-    inFlight = drainVerificationRecords(deps, options.batch === undefined ? {} : { batch: options.batch })
-      .then(
-        (result) => {
-          if (result.invalid > 0) options.logger.error({ invalid: result.invalid }, 'verification records that did not parse were recorded as invalid');
-        },
-        (error: unknown) => options.logger.error({ err: error }, 'draining verification records failed; retrying on the next tick'),
-      )
-      .finally(() => {
-        inFlight = null;
-      });
-  };
-  const timer = setInterval(tick, options.intervalMs);
-  timer.unref();
-  return {
-    async stop() {
-      stopped = true;
-      clearInterval(timer);
-      await inFlight;
-    },
-  };
+  return runEvery(options.intervalMs, () =>
+    drainVerificationRecords(deps, options.batch === undefined ? {} : { batch: options.batch }).then(
+      (result) => {
+        if (result.invalid > 0) options.logger.error({ invalid: result.invalid }, 'verification records that did not parse were recorded as invalid');
+      },
+      (error: unknown) => options.logger.error({ err: error }, 'draining verification records failed; retrying on the next tick'),
+    ),
+  );
 }

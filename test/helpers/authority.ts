@@ -22,7 +22,8 @@ import { SigningKeys } from '../../authority/signing/keys.js';
 import { SecretBox } from '../../authority/signing/secret-box.js';
 import { createLogger } from '../../shared/logging.js';
 import { SCOPES, type Scope } from '../../shared/wire/scopes.js';
-import type { OpenedBackend } from './backends.js';
+import type { Test } from 'tap';
+import type { AppBackend, OpenedBackend } from './backends.js';
 import { ManualClock } from './clock.js';
 import { createTestIdp, TEST_AUDIENCE, TEST_ISSUER, type TestIdp } from './jwt.js';
 
@@ -121,4 +122,30 @@ export async function createTestAuthority(
     bearer: (token) => ({ authorization: `Bearer ${token}` }),
     close: () => app.close(),
   };
+}
+
+/** Rate limits out of the way: suites that send many requests within one clock minute. */
+export const GENEROUS_LIMITS = {
+  rate_limits: {
+    evaluate: { per_minute: 1_000_000, burst: 1_000_000 },
+    plans: { community: { per_minute: 1_000_000, burst: 1_000_000 }, business: { per_minute: 1_000_000, burst: 1_000_000 } },
+  },
+};
+
+/**
+ * Runs `fn` with a fresh authority on `backend` (a manual clock starting now, generous rate limits,
+ * `config` on top), closed and cleaned up when the test ends.
+ *
+ * @example
+ *   t.test('…', (t) => withTestAuthority(t, backend, async (authority) => { … }));
+ */
+export async function withTestAuthority(t: Test, backend: AppBackend, fn: (authority: TestAuthority) => Promise<void>, config: AuthorityConfigInput = {}): Promise<void> {
+  const clock = new ManualClock(Date.now());
+  const opened = await backend.open({ now: () => clock.now() });
+  const authority = await createTestAuthority(opened, { config: { ...GENEROUS_LIMITS, ...config }, clock });
+  t.teardown(async () => {
+    await authority.close();
+    await opened.cleanup();
+  });
+  await fn(authority);
 }

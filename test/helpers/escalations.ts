@@ -60,11 +60,3 @@ export function escalationCalls(authority: TestAuthority) {
     },
   };
 }
-
-/** Rate limits out of the way: these suites send many requests in one clock minute. */
-export const GENEROUS_LIMITS = {
-  rate_limits: {
-    evaluate: { per_minute: 1_000_000, burst: 1_000_000 },
-    plans: { community: { per_minute: 1_000_000, burst: 1_000_000 }, business: { per_minute: 1_000_000, burst: 1_000_000 } },
-  },
-};

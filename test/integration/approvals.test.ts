@@ -4,14 +4,11 @@
  * and every way an approval can fail to count is refused with its reason.
  */
 import t from 'tap';
-import type { Test } from 'tap';
 import { ApprovalResponse } from '../../shared/wire/approvals.js';
 import { EvaluateResponse } from '../../shared/wire/evaluate.js';
-import { createTestAuthority, type TestAuthority } from '../helpers/authority.js';
+import { type TestAuthority, withTestAuthority } from '../helpers/authority.js';
 import { appBackends } from '../helpers/backends.js';
-import { ManualClock } from '../helpers/clock.js';
 
-const generous = { rate_limits: { evaluate: { per_minute: 100_000, burst: 100_000 }, plans: { community: { per_minute: 100_000, burst: 100_000 }, business: { per_minute: 100_000, burst: 100_000 } } } };
 const wire = (amount: number, approvals?: string[]) => ({
   action_type: 'payments.wire',
   actor_id: 'finance-bot',
@@ -29,20 +26,9 @@ async function evaluate(authority: TestAuthority, body: unknown, token?: string)
 const resolve = (authority: TestAuthority, id: string, decision: 'approve' | 'reject', token: string) => post(authority, `/v1/approvals/${id}/resolve`, { decision }, token);
 const reasons = (response: EvaluateResponse) => response.decisionObject.approvals.map((approval) => approval.reason);
 
-async function withAuthority(t: Test, backend: ReturnType<typeof appBackends>[number], fn: (authority: TestAuthority) => Promise<void>) {
-  const clock = new ManualClock(Date.now());
-  const opened = await backend.open({ now: () => clock.now() });
-  const authority = await createTestAuthority(opened, { config: generous, clock });
-  t.teardown(async () => {
-    await authority.close();
-    await opened.cleanup();
-  });
-  await fn(authority);
-}
-
 for (const backend of appBackends()) {
   t.test(`hold → approval → fresh evaluation → one permit, on ${backend.name}`, (t) =>
-    withAuthority(t, backend, async (authority) => {
+    withTestAuthority(t, backend, async (authority) => {
       const approver = await authority.key(['approvals:read', 'approvals:write']);
       const held = await evaluate(authority, wire(50_000));
       t.equal(held.decision, 'hold');
@@ -91,7 +77,7 @@ for (const backend of appBackends()) {
   );
 
   t.test(`rejected, expired and concurrent uses, on ${backend.name}`, (t) =>
-    withAuthority(t, backend, async (authority) => {
+    withTestAuthority(t, backend, async (authority) => {
       const approver = await authority.key(['approvals:write']);
       const rejectedId = (await evaluate(authority, wire(20_000))).approval_request_id as string;
       t.equal((await resolve(authority, rejectedId, 'reject', approver)).statusCode, 200);
@@ -113,7 +99,7 @@ for (const backend of appBackends()) {
   );
 
   t.test(`escalate → quorum of approvers → fresh evaluation → permit, on ${backend.name}`, (t) =>
-    withAuthority(t, backend, async (authority) => {
+    withTestAuthority(t, backend, async (authority) => {
       const escalated = await evaluate(authority, wire(2_000_000));
       t.equal(escalated.decision, 'escalate');
       const id = escalated.escalation_id as string;

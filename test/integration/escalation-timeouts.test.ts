@@ -5,35 +5,23 @@
  * chain, and the seam evaluate will use (createEscalation in the caller's transaction,
  * readEscalation). Runs on PGlite + the in-process store, and on Postgres + Redis when available.
  */
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { verifyAuditBundle } from '../../authority/audit/verify-bundle.js';
 import { autoApproveThreshold, createEscalation, readEscalation } from '../../authority/escalations/escalations.js';
 import { startEscalationSweeper, sweepEscalationTimeouts } from '../../authority/escalations/sweeper.js';
 import { parseAuthorityConfig } from '../../authority/config.js';
 import { AuditKeysResponse } from '../../shared/wire/audit.js';
 import { ErrorEnvelope } from '../../shared/wire/envelope.js';
-import { createTestAuthority, type TestAuthority } from '../helpers/authority.js';
-import { appBackends, realServersMissing, type AppBackend } from '../helpers/backends.js';
-import { ManualClock } from '../helpers/clock.js';
-import { escalationCalls, GENEROUS_LIMITS } from '../helpers/escalations.js';
-
-async function withAuthority(t: Test, backend: AppBackend, fn: (authority: TestAuthority) => Promise<void>) {
-  const clock = new ManualClock(Date.now());
-  const opened = await backend.open({ now: () => clock.now() });
-  const authority = await createTestAuthority(opened, { config: GENEROUS_LIMITS, clock });
-  t.teardown(async () => {
-    await authority.close();
-    await opened.cleanup();
-  });
-  await fn(authority);
-}
+import { type TestAuthority, withTestAuthority } from '../helpers/authority.js';
+import { appBackends, realServersMissing } from '../helpers/backends.js';
+import { escalationCalls } from '../helpers/escalations.js';
 
 const basic = { agentId: 'deploy-bot', escalationReason: 'production schema change' };
 const sweep = (authority: TestAuthority) => sweepEscalationTimeouts({ db: authority.backend.db, clock: authority.clock, metrics: authority.metrics });
 
 for (const backend of appBackends()) {
   t.test(`a timeout ends an escalation with its fallback on ${backend.name}`, (t) =>
-    withAuthority(t, backend, async (authority) => {
+    withTestAuthority(t, backend, async (authority) => {
       const calls = escalationCalls(authority);
       const voter = await authority.key(['hitl:approve']);
       const rejecting = await calls.create({ ...basic, timeoutMs: 60_000, metadata: { ticket: 'T-1' } });
@@ -73,7 +61,7 @@ for (const backend of appBackends()) {
   );
 
   t.test(`a vote after the timeout records the timeout and is refused on ${backend.name}`, (t) =>
-    withAuthority(t, backend, async (authority) => {
+    withTestAuthority(t, backend, async (authority) => {
       const calls = escalationCalls(authority);
       const escalation = await calls.create({ ...basic, timeoutMs: 1_000 });
       authority.clock.advance(5_000);
@@ -86,7 +74,7 @@ for (const backend of appBackends()) {
   );
 
   t.test(`the sweeper records timeouts nobody reads on ${backend.name}`, (t) =>
-    withAuthority(t, backend, async (authority) => {
+    withTestAuthority(t, backend, async (authority) => {
       const calls = escalationCalls(authority);
       const due = await calls.create({ ...basic, timeoutMs: 1_000 });
       const notYet = await calls.create({ ...basic, timeoutMs: 10_000 });
@@ -102,7 +90,7 @@ for (const backend of appBackends()) {
   );
 
   t.test(`a tier chain: escalated, then exhausted on ${backend.name}`, (t) =>
-    withAuthority(t, backend, async (authority) => {
+    withTestAuthority(t, backend, async (authority) => {
       const calls = escalationCalls(authority);
       const [first, second, third] = (await Promise.all([1, 2, 3].map(() => authority.key(['hitl:approve'])))) as [string, string, string];
       const chain = {
@@ -163,7 +151,7 @@ for (const backend of appBackends()) {
   );
 
   t.test(`a late reader walks every tier that ran out on ${backend.name}`, (t) =>
-    withAuthority(t, backend, async (authority) => {
+    withTestAuthority(t, backend, async (authority) => {
       const calls = escalationCalls(authority);
       const escalation = await calls.create({ ...basic, timeoutMs: 1_000, escalationChain: [{ timeoutMs: 1_000 }, { timeoutMs: 1_000 }] });
       authority.clock.advance(10_000);
@@ -176,7 +164,7 @@ for (const backend of appBackends()) {
   );
 
   t.test(`20 concurrent votes settle exactly once on ${backend.name}`, (t) =>
-    withAuthority(t, backend, async (authority) => {
+    withTestAuthority(t, backend, async (authority) => {
       const calls = escalationCalls(authority);
       const voters = await Promise.all(Array.from({ length: 20 }, () => authority.key(['hitl:approve'])));
       const escalation = await calls.create({ ...basic, quorumConfig: { quorumRequired: 'simple_majority', approverPoolSize: 20 } });
@@ -206,7 +194,7 @@ for (const backend of appBackends()) {
   );
 
   t.test(`createEscalation in a caller's transaction on ${backend.name}`, (t) =>
-    withAuthority(t, backend, async (authority) => {
+    withTestAuthority(t, backend, async (authority) => {
       const { db } = authority.backend;
       const calls = escalationCalls(authority);
       const input = {
@@ -253,7 +241,7 @@ for (const backend of appBackends()) {
 
 for (const backend of appBackends().slice(0, 1)) {
   t.test('the background sweeper records a timeout, and stops', (t) =>
-    withAuthority(t, backend, async (authority) => {
+    withTestAuthority(t, backend, async (authority) => {
       const calls = escalationCalls(authority);
       const escalation = await calls.create({ ...basic, timeoutMs: 1_000 });
       authority.clock.advance(1_000);
@@ -271,8 +259,7 @@ for (const backend of appBackends().slice(0, 1)) {
       await sweeper.stop();
       t.equal(recorded, 1, 'the timeout was recorded by the timer');
       t.same(errors, [], 'without errors');
-      await sweeper.stop();
-      t.pass('stopping twice is harmless');
+      await t.resolves(sweeper.stop(), 'stopping twice is harmless');
     }),
   );
 }

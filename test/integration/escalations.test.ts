@@ -5,30 +5,17 @@
  * (hitl:approve, the requester, another organization) and hosted mode (404). Runs on PGlite + the
  * in-process store, and on Postgres + Redis when they are available.
  */
-import t, { type Test } from 'tap';
-import type { AuthorityConfigInput } from '../../authority/config.js';
+import t from 'tap';
 import { ErrorEnvelope } from '../../shared/wire/envelope.js';
-import { createTestAuthority, type TestAuthority } from '../helpers/authority.js';
-import { appBackends, realServersMissing, type AppBackend } from '../helpers/backends.js';
-import { ManualClock } from '../helpers/clock.js';
-import { escalationCalls, GENEROUS_LIMITS } from '../helpers/escalations.js';
-
-async function withAuthority(t: Test, backend: AppBackend, fn: (authority: TestAuthority) => Promise<void>, config: AuthorityConfigInput = {}) {
-  const clock = new ManualClock(Date.now());
-  const opened = await backend.open({ now: () => clock.now() });
-  const authority = await createTestAuthority(opened, { config: { ...GENEROUS_LIMITS, ...config }, clock });
-  t.teardown(async () => {
-    await authority.close();
-    await opened.cleanup();
-  });
-  await fn(authority);
-}
+import { createTestAuthority, withTestAuthority } from '../helpers/authority.js';
+import { appBackends, realServersMissing } from '../helpers/backends.js';
+import { escalationCalls } from '../helpers/escalations.js';
 
 const basic = { agentId: 'deploy-bot', escalationReason: 'production schema change' };
 
 for (const backend of appBackends()) {
   t.test(`create, vote, resolve on ${backend.name}`, (t) =>
-    withAuthority(t, backend, async (authority) => {
+    withTestAuthority(t, backend, async (authority) => {
       const calls = escalationCalls(authority);
       const requester = await authority.key(['evaluate:write']);
       const [alice, bob, carol, dave] = (await Promise.all([1, 2, 3, 4].map(() => authority.key(['hitl:approve'])))) as [string, string, string, string];
@@ -113,7 +100,7 @@ for (const backend of appBackends()) {
   );
 
   t.test(`authorization and organization scope on ${backend.name}`, (t) =>
-    withAuthority(t, backend, async (authority) => {
+    withTestAuthority(t, backend, async (authority) => {
       const calls = escalationCalls(authority);
       const { idp, acme } = authority;
       const jwt = async (sub: string, role: string) => idp.sign({ sub, org_id: acme.id, role });
@@ -161,7 +148,7 @@ for (const backend of appBackends()) {
   );
 
   t.test(`validation errors are 400 envelopes, never 500, on ${backend.name}`, (t) =>
-    withAuthority(t, backend, async (authority) => {
+    withTestAuthority(t, backend, async (authority) => {
       const calls = escalationCalls(authority);
       const bad: Array<[string, unknown]> = [
         ['no agentId', { escalationReason: 'x' }],
@@ -223,12 +210,12 @@ for (const backend of appBackends()) {
 
   t.test(`auto-approval below the organization's threshold on ${backend.name}`, async (t) => {
     await t.test('off by default', (t) =>
-      withAuthority(t, backend, async (authority) => {
+      withTestAuthority(t, backend, async (authority) => {
         t.equal((await escalationCalls(authority).create({ ...basic, riskScore: 0 })).status, 'pending');
       }),
     );
     await t.test('configured', (t) =>
-      withAuthority(
+      withTestAuthority(
         t,
         backend,
         async (authority) => {

@@ -4,16 +4,14 @@
  * all recorded in the audit chain. Runs on PGlite + the in-process store, and on Postgres + Redis
  * when they are available.
  */
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { staticKeyResolver, verifyPermit } from '../../shared/permits/verify.js';
 import { ErrorEnvelope } from '../../shared/wire/envelope.js';
 import { EvaluateResponse } from '../../shared/wire/evaluate.js';
 import { VerifyPermitResponse } from '../../shared/wire/permits.js';
-import { createTestAuthority, type TestAuthority } from '../helpers/authority.js';
+import { createTestAuthority, GENEROUS_LIMITS, type TestAuthority, withTestAuthority } from '../helpers/authority.js';
 import { appBackends, realServersMissing } from '../helpers/backends.js';
-import { ManualClock } from '../helpers/clock.js';
 
-const generous = { rate_limits: { evaluate: { per_minute: 100_000, burst: 100_000 }, plans: { community: { per_minute: 100_000, burst: 100_000 }, business: { per_minute: 100_000, burst: 100_000 } } } };
 
 const demo = (actor = 'demo-agent', id = 'order-1') => ({ action_type: 'demo.echo', actor_id: actor, context: { environment: 'dev', target: { type: 'demo', id } } });
 const wire = (amount: number) => ({ action_type: 'payments.wire', actor_id: 'finance-bot', context: { environment: 'production', amount_usd: amount, account_code: 'OPS-001' } });
@@ -33,20 +31,9 @@ const auditTypes = async (authority: TestAuthority) => {
   return (response.json().events as Array<{ type: string; resource_id: string | null; sequence: number }>);
 };
 
-async function withAuthority(t: Test, backend: ReturnType<typeof appBackends>[number], fn: (authority: TestAuthority) => Promise<void>) {
-  const clock = new ManualClock(Date.now());
-  const opened = await backend.open({ now: () => clock.now() });
-  const authority = await createTestAuthority(opened, { config: generous, clock });
-  t.teardown(async () => {
-    await authority.close();
-    await opened.cleanup();
-  });
-  await fn(authority);
-}
-
 for (const backend of appBackends()) {
   t.test(`the smoke contract of the example policy on ${backend.name}`, (t) =>
-    withAuthority(t, backend, async (authority) => {
+    withTestAuthority(t, backend, async (authority) => {
       const allowed = await evaluate(authority, demo());
       t.equal(allowed.decision, 'allow');
       t.same(allowed.authorization_state, { permit_requirement: 'required', permit_status: 'present', verification_status: 'not_verified' });
@@ -80,7 +67,7 @@ for (const backend of appBackends()) {
   );
 
   t.test(`paths, forms, shadow, explain and idempotency on ${backend.name}`, (t) =>
-    withAuthority(t, backend, async (authority) => {
+    withTestAuthority(t, backend, async (authority) => {
       for (const url of ['/v1/evaluate', '/v1-evaluate', '/functions/v1/v1-evaluate']) {
         t.equal((await evaluate(authority, demo(), url)).decision, 'allow', url);
       }
@@ -121,7 +108,7 @@ for (const backend of appBackends()) {
   );
 
   t.test(`permits: verify, replay, revoke, effects and proof on ${backend.name}`, (t) =>
-    withAuthority(t, backend, async (authority) => {
+    withTestAuthority(t, backend, async (authority) => {
       const jwks = (await authority.app.inject({ method: 'GET', url: '/v1/permit-keys', headers: authority.bearer(authority.acmeAdmin) })).json();
       t.equal(jwks.keys.length, 1, 'one published permit key');
 
@@ -180,7 +167,7 @@ for (const backend of appBackends()) {
   );
 
   t.test(`the audit chain records evaluations in order on ${backend.name}`, (t) =>
-    withAuthority(t, backend, async (authority) => {
+    withTestAuthority(t, backend, async (authority) => {
       const before = (await auditTypes(authority)).length;
       const results = await Promise.all(Array.from({ length: 50 }, (_, i) => evaluate(authority, demo('demo-agent', `concurrent-${i}`))));
       t.equal(results.filter((r) => r.decision === 'allow').length, 50);
@@ -196,7 +183,7 @@ for (const backend of appBackends()) {
   );
 
   t.test(`a failing audit append fails the evaluation and leaves no permit on ${backend.name}`, (t) =>
-    withAuthority(t, backend, async (authority) => {
+    withTestAuthority(t, backend, async (authority) => {
       const { db } = authority.backend;
       await db.exec(`
         CREATE FUNCTION countersign_test_fail_audit() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -219,7 +206,7 @@ for (const backend of appBackends()) {
   );
 
   t.test(`policies: read, validate with positions, put a new version on ${backend.name}`, (t) =>
-    withAuthority(t, backend, async (authority) => {
+    withTestAuthority(t, backend, async (authority) => {
       const current = await authority.app.inject({ method: 'GET', url: '/v1/policies', headers: authority.bearer(authority.acmeAdmin) });
       t.equal(current.statusCode, 200);
       t.equal(current.json().policy.version, 1);
@@ -239,7 +226,7 @@ for (const backend of appBackends()) {
   );
 
   t.test(`signing-key rotation: published first, signs later, old permits keep verifying on ${backend.name}`, (t) =>
-    withAuthority(t, backend, async (authority) => {
+    withTestAuthority(t, backend, async (authority) => {
       const before = await evaluate(authority, demo('demo-agent', 'rot-1'));
       const rotated = await authority.keys.rotate('permit');
       const jwks = (await authority.app.inject({ method: 'GET', url: '/v1/permit-keys', headers: authority.bearer(authority.acmeAdmin) })).json();
@@ -266,7 +253,7 @@ t.test('a revocation the gates cannot learn of does not happen: 503, the permit 
     get: (target, property) =>
       property === 'revoke' ? () => Promise.reject(new Error('store down (test)')) : Reflect.get(target, property, target).bind(target),
   });
-  const authority = await createTestAuthority(opened, { config: generous, store });
+  const authority = await createTestAuthority(opened, { config: GENEROUS_LIMITS, store });
   t.teardown(async () => {
     await authority.close();
     await opened.cleanup();
