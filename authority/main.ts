@@ -22,6 +22,7 @@ import { ConfigError, type AuthorityConfig } from './config.js';
 import { createAuthorityMetrics } from './metrics.js';
 import { writeCheckpoints } from './audit/checkpoints.js';
 import { startEscalationSweeper } from './escalations/sweeper.js';
+import { startApprovalExpirySweeper } from './approvals/expiry.js';
 import { bootstrap, readBootstrapPolicy } from './orgs/bootstrap.js';
 import { PolicyVersions } from './policy/versions.js';
 import { auditKeysFrom } from './signing/audit-keys.js';
@@ -120,6 +121,9 @@ export async function startAuthority(config: AuthorityConfig, options: StartOpti
     // Escalation tiers that ran out are recorded (escalated / timed_out) even when nobody reads them.
     const escalationSweeper = startEscalationSweeper({ db, clock, metrics }, { intervalMs: config.escalations.sweep_interval_ms, logger });
     resources.add(() => escalationSweeper.stop());
+    // Approval requests nobody decided in time are recorded as expired, in the chain.
+    const approvalSweeper = startApprovalExpirySweeper({ db, clock }, { intervalMs: config.escalations.sweep_interval_ms, logger });
+    resources.add(() => approvalSweeper.stop());
     await app.listen({ host: config.listen.host, port: config.listen.port });
     await admin.listen({ host: config.admin_listen.host, port: config.admin_listen.port });
 

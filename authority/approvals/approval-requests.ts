@@ -4,8 +4,9 @@
  * authorizes nothing by itself: the caller evaluates again with `context.approvals: [id]`, and only
  * that fresh evaluation can issue a permit (see check.ts).
  *
- * Statuses: `pending` → `approved` | `rejected` (final). A pending request past `expires_at` is
- * `expired` (computed on read, never stored) and can no longer be resolved.
+ * Statuses: `pending` → `approved` | `rejected` | `expired` (final). A pending request past
+ * `expires_at` is expired at once for every reader and can no longer be resolved; the background
+ * sweep (expiry.ts) then stores `expired` and records the timeout in the audit chain.
  *
  * @example
  *   await openApprovalRequest(tx, { id, orgId, evaluationId, … , timeoutMs: 3_600_000 }, now);
@@ -20,7 +21,7 @@ import type { Db, Queryable } from '../store/db.js';
 import { isoOrNull, type Clock } from '../time.js';
 import { enqueueWebhookEvents } from '../webhooks/outbox.js';
 
-export type StoredApprovalStatus = 'pending' | 'approved' | 'rejected';
+export type StoredApprovalStatus = 'pending' | 'approved' | 'rejected' | 'expired';
 export type ApprovalStatusValue = ApprovalRecord['status'];
 
 export interface ApprovalRequest {
@@ -179,7 +180,7 @@ export async function listApprovalRequests(db: Queryable, orgId: string, filters
     where.push(clause(params.length));
   };
   const now = new Date(nowMs);
-  if (filters.status === 'expired') add((n) => `r.status = 'pending' AND r.expires_at <= $${n}`, now);
+  if (filters.status === 'expired') add((n) => `(r.status = 'expired' OR (r.status = 'pending' AND r.expires_at <= $${n}))`, now);
   else if (filters.status === 'pending') add((n) => `r.status = 'pending' AND r.expires_at > $${n}`, now);
   else if (filters.status !== undefined) add((n) => `r.status = $${n}`, filters.status);
   if (filters.before) {

@@ -4,6 +4,10 @@
  * `escalate` opens an escalation, in the evaluation's own transaction, bound to the action's
  * binding hash. Their ids go into the response, so they are chosen before the evaluation is stored.
  *
+ * A caller that presents approvals which are refused, for an action that still needs a human, is
+ * denied with the refusal reasons (`denyForRefusedApprovals`): a used, mismatched or self-given
+ * approval must fail visibly, not quietly open a fresh approval request.
+ *
  * @example
  *   const human = planHumanApproval({ decided, principal, … });
  *   const answer = responseFor(human?.opened ?? {});
@@ -16,7 +20,8 @@ import { openApprovalRequest } from '../approvals/approval-requests.js';
 import type { Principal } from '../auth/principal.js';
 import type { AuthorityConfig } from '../config.js';
 import { autoApproveThreshold, createEscalation } from '../escalations/escalations.js';
-import type { PolicyDecision } from '../policy/types.js';
+import type { ApprovalStatus } from '../approvals/check.js';
+import type { PolicyDecision, Remediation } from '../policy/types.js';
 import type { Queryable } from '../store/db.js';
 import type { Clock } from '../time.js';
 
@@ -102,4 +107,25 @@ export function planHumanApproval(input: HumanApprovalInput): HumanApproval | nu
     };
   }
   return null;
+}
+
+const WAIT: Remediation = { code: 'WAIT_FOR_APPROVAL', message: 'The approval is not decided yet: evaluate again once it is approved.' };
+const ASK_AGAIN: Remediation = {
+  code: 'REQUEST_APPROVAL',
+  message: 'This approval cannot back this action: evaluate without context.approvals to open a new approval request.',
+};
+
+/**
+ * `decided` turned into a deny when approvals were presented, some were refused, and the action
+ * would still need a human (hold or escalate). Reason codes: the refusals first, then the policy's.
+ *
+ * @example
+ *   denyForRefusedApprovals(holdDecision, [{ id, accepted: false, reason: 'APPROVAL_ALREADY_USED' }]).reasonCodes;
+ *   // ['APPROVAL_ALREADY_USED', 'AMOUNT_OVER_HOLD_THRESHOLD']
+ */
+export function denyForRefusedApprovals(decided: PolicyDecision, statuses: readonly ApprovalStatus[]): PolicyDecision {
+  const refusals = [...new Set(statuses.flatMap((status) => (status.reason === null ? [] : [status.reason])))];
+  if (refusals.length === 0 || (decided.decision !== 'hold' && decided.decision !== 'escalate')) return decided;
+  const remediation = refusals.every((reason) => reason === 'APPROVAL_PENDING') ? [WAIT] : [ASK_AGAIN];
+  return { ...decided, decision: 'deny', reasonCodes: [...refusals, ...decided.reasonCodes], remediation, hold: null, escalation: null };
 }

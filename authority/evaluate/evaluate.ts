@@ -28,7 +28,7 @@ import type { SigningKeys } from '../signing/keys.js';
 import type { Db } from '../store/db.js';
 import type { GroupCommit } from '../store/group-commit.js';
 import type { Clock } from '../time.js';
-import { ApprovalAlreadyUsedError, checkApprovals, claimApprovals, planHumanApproval, type ApprovalStatus, type OpenedApproval } from './approvals.js';
+import { ApprovalAlreadyUsedError, checkApprovals, claimApprovals, denyForRefusedApprovals, planHumanApproval, type ApprovalStatus, type OpenedApproval } from './approvals.js';
 import { buildEvaluateResponse } from './response.js';
 import { storeEvaluations, type EvaluationOutcome, type EvaluationWrite } from './store.js';
 
@@ -88,7 +88,7 @@ export async function evaluateAction(
     return await evaluateOnce(deps, principal, request, httpRequestId);
   } catch (error) {
     // A concurrent evaluation used a presented approval for its permit first. Evaluating again
-    // reports that approval as APPROVAL_ALREADY_USED (and decides without it).
+    // reports that approval as APPROVAL_ALREADY_USED (a deny, when the action needs a human).
     if (error instanceof ApprovalAlreadyUsedError) return evaluateOnce(deps, principal, request, httpRequestId);
     throw error;
   }
@@ -111,7 +111,7 @@ async function evaluateOnce(
   const approvalContext = { orgId: org.id, actorId: request.actor_id, bindingHash: bindingHash(org.id, facts) };
   const presented = request.context.approvals ?? [];
   const approvals = presented.length > 0 ? await checkApprovals(deps.db, deps.clock, approvalContext, presented) : { accepted: [], statuses: [] };
-  const decided = policy
+  const decidedByPolicy = policy
     ? policy.compiled.decide({
         action_type: request.action_type,
         actor_id: request.actor_id,
@@ -121,6 +121,7 @@ async function evaluateOnce(
         explain: request.explain === true,
       })
     : noPolicyDecision();
+  const decided = denyForRefusedApprovals(decidedByPolicy, approvals.statuses);
 
   // The class may bind extra context keys; the binding then covers them too.
   const bound = decided.permit.bind.length > 0 ? bind(request, decided.permit.bind) : { facts, keys: boundKeys };

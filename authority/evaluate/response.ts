@@ -24,11 +24,13 @@ export interface ResponseInput {
 
 /**
  * `approved` when an accepted approval backs an allow; `pending` while a hold or escalate waits for
- * humans; otherwise what became of the approvals presented (`rejected`, `expired`), or `not_required`.
+ * humans or a presented approval is still undecided; otherwise what became of the approvals
+ * presented (`rejected`, `expired`), or `not_required`.
  */
 function humanApprovalStatus(decided: PolicyDecision, approvals: ApprovalStatus[]): EvaluateResponse['human_approval_status'] {
   if (decided.decision === 'allow' && approvals.some((approval) => approval.accepted)) return 'approved';
   if (decided.decision === 'hold' || decided.decision === 'escalate') return 'pending';
+  if (approvals.some((approval) => approval.reason === 'APPROVAL_PENDING')) return 'pending';
   if (approvals.some((approval) => approval.reason === 'APPROVAL_REJECTED')) return 'rejected';
   if (approvals.some((approval) => approval.reason === 'APPROVAL_EXPIRED')) return 'expired';
   return 'not_required';

@@ -1,95 +1,22 @@
 /**
- * The proxy end to end on loopback, three real HTTP servers: a test authority app (issues permits,
- * publishes its keys), the proxy (`createProxyServer` with a gate over the authority's JWKS and
- * the SAME shared store the authority uses), and an upstream that records every request it gets.
- * Time moves through the gate's `now`, never by sleeping; asynchronous records are polled for
- * with a bound. Runs on PGlite + the in-process store, and on Postgres + Redis when available.
+ * The proxy end to end on loopback (test/helpers/proxy-harness.ts: authority + proxy + a recording
+ * upstream): forwarding, each refusal, replay under concurrency, shadow, fail closed, pass-through
+ * and upgrades. Asynchronous records are polled for with a bound. Runs on PGlite + the in-process
+ * store, and on Postgres + Redis when available.
  *
  * @example
  *   npx tap --disable-coverage test/e2e/proxy-forwarding.test.ts
  *   node test/run.mjs test/e2e/proxy-forwarding.test.ts   # with Postgres + Redis
  */
-import { createServer, type IncomingHttpHeaders } from 'node:http';
+import { createServer } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { Readable } from 'node:stream';
 import t, { type Test } from 'tap';
 import { request } from 'undici';
 import { drainVerificationRecords } from '../../authority/verifications/drain.js';
-import { parseProxyConfig } from '../../proxy/config.js';
-import type { ProxyConfig, ProxyConfigInput } from '../../proxy/config.js';
-import { createGate } from '../../proxy/gate.js';
-import { createProxyMetrics, type ProxyMetrics } from '../../proxy/metrics.js';
-import { compileRouteTable } from '../../proxy/routes.js';
-import { createProxyServer, type ProxyState } from '../../proxy/server.js';
-import { createLogger } from '../../shared/logging.js';
-import { verificationStream } from '../../shared/permits/store-keys.js';
-import { staticKeyResolver } from '../../shared/permits/verify.js';
-import type { SharedStore } from '../../shared/store/types.js';
-import { EvaluateResponse } from '../../shared/wire/evaluate.js';
-import { VerificationRecord } from '../../shared/wire/verification-records.js';
-import { createTestAuthority, type TestAuthority } from '../helpers/authority.js';
-import { appBackends, realServersMissing, type OpenedBackend } from '../helpers/backends.js';
-import { ManualClock } from '../helpers/clock.js';
-import { listen, closeServer, deadUrl, downStore } from '../helpers/loopback.js';
-
-const generous = { rate_limits: { evaluate: { per_minute: 100_000, burst: 100_000 }, plans: { community: { per_minute: 100_000, burst: 100_000 }, business: { per_minute: 100_000, burst: 100_000 } } } };
-
-const echoFacts = (id: unknown = { path: 'id' }) => ({
-  actor_id: { header: 'X-Actor-Id' },
-  environment: { const: 'dev' },
-  target: { type: { const: 'demo' }, id },
-});
-
-function proxyConfig(organization: string, upstream: string, overrides: Partial<ProxyConfigInput> = {}): ProxyConfig {
-  return parseProxyConfig({
-    upstream,
-    authority: { url: 'http://127.0.0.1:7070', api_key: 'cs_test_unused' },
-    organization,
-    log_level: 'silent',
-    routes: [
-      { name: 'echo', match: { method: 'POST', path: '/echo/:id' }, action_type: 'demo.echo', facts: echoFacts() },
-      { name: 'echo-shadow', match: { method: 'POST', path: '/s/echo/:id' }, action_type: 'demo.echo', mode: 'shadow', facts: echoFacts() },
-      { name: 'echo-body', match: { method: 'POST', path: '/b/echo' }, action_type: 'demo.echo', max_body_bytes: 64, facts: echoFacts({ body: '/id' }) },
-    ],
-    ...overrides,
-  });
-}
-
-interface Upstream {
-  url: string;
-  received: Received[];
-  /** Called when a request's first body bytes arrive, before the rest. */
-  onFirstChunk: ((url: string) => void) | null;
-}
-
-interface Received {
-  method: string;
-  url: string;
-  headers: IncomingHttpHeaders;
-  body: string;
-}
-
-/** An upstream that records every request and answers 201 with the body it got. */
-async function startUpstream(t: Test): Promise<Upstream> {
-  const received: Received[] = [];
-  const upstream: Upstream = { url: '', received, onFirstChunk: null };
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => {
-      if (chunks.length === 0) upstream.onFirstChunk?.(req.url ?? '');
-      chunks.push(chunk);
-    });
-    req.on('end', () => {
-      const body = Buffer.concat(chunks).toString('utf8');
-      received.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body });
-      res.writeHead(201, { 'content-type': 'text/plain', 'x-upstream': 'yes' });
-      res.end(`upstream saw: ${body}`);
-    });
-  });
-  upstream.url = await listen(server);
-  t.teardown(() => closeServer(server));
-  return upstream;
-}
+import { appBackends, realServersMissing } from '../helpers/backends.js';
+import { closeServer, deadUrl, downStore, listen } from '../helpers/loopback.js';
+import { call, eventually, proxyConfig, withHarness } from '../helpers/proxy-harness.js';
 
 /** An upstream that accepts any upgrade and then echoes each chunk back as `echo:<chunk>`. */
 async function startUpgradeEcho(t: Test): Promise<{ url: string; heads: string[] }> {
@@ -139,115 +66,6 @@ function tamperSignature(token: string): string {
   const [header, payload, signature] = token.split('.') as [string, string, string];
   const flipped = signature[10] === 'A' ? 'B' : 'A';
   return `${header}.${payload}.${signature.slice(0, 10)}${flipped}${signature.slice(11)}`;
-}
-
-interface RunningProxy {
-  url: string;
-  metrics: ProxyMetrics;
-  /** Swaps the configuration as a reload would. */
-  setConfig(config: ProxyConfig): void;
-}
-
-interface Harness {
-  authority: TestAuthority;
-  authorityUrl: string;
-  opened: OpenedBackend;
-  clock: ManualClock;
-  upstream: Upstream;
-  config: ProxyConfig;
-  startProxy(options?: { store?: SharedStore; now?: () => number; upstream?: string }): Promise<RunningProxy>;
-  permit(options?: { id?: string; admin?: string }): Promise<{ token: string; id: string }>;
-  records(): Promise<VerificationRecord[]>;
-}
-
-async function withHarness(t: Test, backend: ReturnType<typeof appBackends>[number], fn: (h: Harness) => Promise<void>): Promise<void> {
-  const clock = new ManualClock(Date.now());
-  const opened = await backend.open({ now: () => clock.now() });
-  const authority = await createTestAuthority(opened, { config: generous, clock });
-  t.teardown(async () => {
-    await authority.close();
-    await opened.cleanup();
-  });
-  const authorityUrl = (await authority.app.listen({ host: '127.0.0.1', port: 0 })).replace('localhost', '127.0.0.1');
-  const upstream = await startUpstream(t);
-  const jwks = await (await request(`${authorityUrl}/v1/permit-keys`, { headers: authority.bearer(authority.acmeAdmin) })).body.json();
-  const keys = staticKeyResolver(jwks as Parameters<typeof staticKeyResolver>[0]);
-  const config = proxyConfig(authority.acme.id, upstream.url);
-  const logger = createLogger({ name: 'proxy', level: 'silent' });
-
-  const h: Harness = {
-    authority,
-    authorityUrl,
-    opened,
-    clock,
-    upstream,
-    config,
-    async startProxy(options = {}) {
-      let state: ProxyState = { config: options.upstream ? { ...config, upstream: options.upstream } : config, table: compileRouteTable(config.routes) };
-      const metrics = createProxyMetrics();
-      const store = options.store ?? opened.store;
-      const gate = createGate({
-        organization: authority.acme.id,
-        issuer: config.issuer,
-        audience: config.audience,
-        keys,
-        store,
-        now: options.now ?? (() => clock.now()),
-        permitHeader: config.permit_header,
-        onRecordError: () => metrics.recordAppendFailures.inc(),
-      });
-      const proxy = createProxyServer({ current: () => state, gate, store, metrics, logger });
-      const url = await listen(proxy.server);
-      t.teardown(() => proxy.close());
-      return {
-        url,
-        metrics,
-        setConfig(next) {
-          state = { config: next, table: compileRouteTable(next.routes) };
-        },
-      };
-    },
-    async permit({ id = 'order-1', admin = authority.acmeAdmin } = {}) {
-      const response = await request(`${authorityUrl}/v1/evaluate`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ action_type: 'demo.echo', actor_id: 'demo-agent', context: { environment: 'dev', target: { type: 'demo', id } } }),
-      });
-      const text = await response.body.text();
-      if (response.statusCode !== 200) throw new Error(`evaluate answered ${response.statusCode}: ${text}`);
-      const decision = EvaluateResponse.parse(JSON.parse(text));
-      if (!decision.permit_token || !decision.permit_id) throw new Error(`no permit: ${text}`);
-      return { token: decision.permit_token, id: decision.permit_id };
-    },
-    async records() {
-      const stored = await opened.store.readRecords(verificationStream(authority.acme.id), '0', 10_000);
-      return stored.map((entry) => VerificationRecord.parse(entry.fields));
-    },
-  };
-  await fn(h);
-}
-
-async function call(
-  base: string,
-  path: string,
-  options: { token?: string; actor?: string | null; body?: string | Readable; headers?: Record<string, string>; method?: 'POST' | 'GET' } = {},
-) {
-  const headers: Record<string, string> = { 'content-type': 'application/json', ...options.headers };
-  if (options.token !== undefined) headers['x-service-permit'] = options.token;
-  if (options.actor !== null) headers['x-actor-id'] = options.actor ?? 'demo-agent';
-  const response = await request(`${base}${path}`, { method: options.method ?? 'POST', headers, body: options.body ?? '{"hello":"world"}' });
-  const text = await response.body.text();
-  return { status: response.statusCode, headers: response.headers, text, json: () => JSON.parse(text) as Record<string, unknown> };
-}
-
-/** Polls (bounded, no sleeping on a timer) until `find` returns something. */
-async function eventually<T>(what: string, find: () => Promise<T | undefined>): Promise<T> {
-  for (let i = 0; i < 500; i++) {
-    const found = await find();
-    if (found !== undefined) return found;
-    await new Promise((resolve) => setImmediate(resolve));
-  }
-  throw new Error(`gave up waiting for ${what}`);
 }
 
 const PROM_LINE = /^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\["\\n])*",?)*\})? (-?[0-9.]+(e[+-]?[0-9]+)?|NaN|[+-]Inf)( -?[0-9]+)?$/;
