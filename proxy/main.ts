@@ -40,8 +40,7 @@ import { loadProxyConfig, ProxyConfigError, readProxyApiKey, type ProxyConfig } 
 import { createGate, type Gate } from './gate.js';
 import { requestIdOf, sendError } from './http-messages.js';
 import { createProxyMetrics, type ProxyMetrics } from './metrics.js';
-import { compileRouteTable } from './routes.js';
-import { createProxyServer, type ProxyState } from './server.js';
+import { createProxyServer, proxyState, type ProxyState } from './server.js';
 
 export interface StartProxyOptions {
   env?: NodeJS.ProcessEnv;
@@ -149,7 +148,7 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
     let inner = buildGate(initial);
     // The server holds one gate; this one forwards to the gate of the configuration in force.
     const gate: Gate = { stream: inner.stream, check: (input) => inner.check(input) };
-    let state: ProxyState = { config: initial, table: compileRouteTable(initial.routes) };
+    let state: ProxyState = proxyState(initial);
     metrics.setRouteModes(initial.routes);
     metrics.recordConfigReload(true, now());
 
@@ -188,7 +187,7 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
       const nextGate = buildGate(kept);
       // One assignment each, in the same tick: a request sees the old pair or the new one.
       inner = nextGate;
-      state = { config: kept, table: compileRouteTable(kept.routes) };
+      state = proxyState(kept);
       metrics.setRouteModes(kept.routes);
       metrics.recordConfigReload(true, now());
       if (ownLogger) logger.level = kept.log_level;

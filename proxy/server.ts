@@ -24,8 +24,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect as netConnect, type Socket } from 'node:net';
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
+import type { Readable } from 'node:stream';
 import { connect as tlsConnect } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
@@ -33,9 +32,10 @@ import { Agent } from 'undici';
 import { CountersignError } from '../shared/errors.js';
 import type { SharedStore } from '../shared/store/types.js';
 import type { ProxyConfig, ProxyRoute } from './config.js';
+import { forwardRequest, upstreamOf, type Upstream } from './forward.js';
 import { executionRecord, type Gate, type GateDecision } from './gate.js';
 import { UNMATCHED_ROUTE, type ProxyMetrics, type RequestOutcome } from './metrics.js';
-import { matchRoute, type RouteTable } from './routes.js';
+import { compileRouteTable, matchRoute, type RouteTable } from './routes.js';
 import {
   type BufferedBody,
   bufferedBody,
@@ -47,7 +47,6 @@ import {
   rawError,
   readBounded,
   requestIdOf,
-  responseHeaders,
   sendError,
   streamedBody,
   unmatchedError,
@@ -57,6 +56,13 @@ import {
 export interface ProxyState {
   config: ProxyConfig;
   table: RouteTable;
+  /** config.upstream, parsed once. */
+  upstream: Upstream;
+}
+
+/** The state a configuration serves with: its route table compiled and its upstream parsed. */
+export function proxyState(config: ProxyConfig): ProxyState {
+  return { config, table: compileRouteTable(config.routes), upstream: upstreamOf(config.upstream) };
 }
 
 export interface ProxyServerOptions {
@@ -197,55 +203,40 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     added: Record<string, string>;
   }
 
-  interface ForwardResult {
+  /** What the execution record and the metrics need: the upstream's status (null: no answer). */
+  interface ForwardSummary {
     status: number | null;
     durationMs: number;
     error?: string;
   }
 
-  async function forward(req: IncomingMessage, res: ServerResponse, state: ProxyState, input: ForwardInput): Promise<ForwardResult> {
-    const upstream = new URL(state.config.upstream);
-    const prefix = upstream.pathname.replace(/\/+$/, '');
+  async function forward(req: IncomingMessage, res: ServerResponse, state: ProxyState, input: ForwardInput): Promise<ForwardSummary> {
     const headers = forwardHeaders(req, state.config.permit_header, input.requestId, input.added);
-    // The client leaving cancels the upstream request instead of letting it run to no one.
-    const abort = new AbortController();
-    const onClose = () => {
-      if (!res.writableFinished) abort.abort();
-    };
-    res.on('close', onClose);
-    const started = performance.now();
-    try {
-      const answer = await agent.request({
-        origin: upstream.origin,
-        path: prefix + input.target,
-        method: req.method as 'GET',
-        headers,
-        body: input.body ?? null,
-        signal: abort.signal,
-      });
-      res.writeHead(answer.statusCode, responseHeaders(answer.headers, input.requestId));
-      try {
-        await pipeline(answer.body, res);
-      } catch (error) {
-        // Headers are out: the only honest signal left is to cut the connection.
+    const result = await forwardRequest(agent, res, {
+      upstream: state.upstream,
+      target: input.target,
+      method: req.method ?? 'GET',
+      headers,
+      body: input.body,
+      requestId: input.requestId,
+    });
+    switch (result.outcome) {
+      case 'answered':
+        return { status: result.status, durationMs: result.durationMs };
+      case 'interrupted':
         metrics.upstreamErrors.inc({ route: input.route });
-        logger.warn({ err: error, request_id: input.requestId, route: input.route }, 'upstream answer interrupted');
-        res.destroy();
-      }
-      return { status: answer.statusCode, durationMs: performance.now() - started };
-    } catch (error) {
-      const durationMs = performance.now() - started;
-      const message = errorMessage(error);
-      if (abort.signal.aborted) {
+        logger.warn({ err: result.error, request_id: input.requestId, route: input.route }, 'upstream answer interrupted');
+        return { status: result.status, durationMs: result.durationMs };
+      case 'client_gone':
         logger.info({ request_id: input.requestId, route: input.route }, 'client went away before the upstream answered');
-        return { status: null, durationMs, error: 'the client went away before the upstream answered' };
-      }
-      metrics.upstreamErrors.inc({ route: input.route });
-      logger.warn({ err: error, request_id: input.requestId, route: input.route }, 'upstream unavailable');
-      sendError(res, input.requestId, new CountersignError('upstream_unavailable'));
-      return { status: null, durationMs, error: message };
-    } finally {
-      res.off('close', onClose);
+        return result.status === null
+          ? { status: null, durationMs: result.durationMs, error: 'the client went away before the upstream answered' }
+          : { status: result.status, durationMs: result.durationMs };
+      case 'unreachable':
+        metrics.upstreamErrors.inc({ route: input.route });
+        logger.warn({ err: result.error, request_id: input.requestId, route: input.route }, 'upstream unavailable');
+        sendError(res, input.requestId, new CountersignError('upstream_unavailable'));
+        return { status: null, durationMs: result.durationMs, error: errorMessage(result.error) };
     }
   }
 
@@ -269,7 +260,7 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
       rawError(socket, requestId, unmatchedError());
       return;
     }
-    const upstream = new URL(state.config.upstream);
+    const upstream = state.upstream.url;
     const port = Number(upstream.port || (upstream.protocol === 'https:' ? 443 : 80));
     const host = upstream.hostname.replace(/^\[|\]$/g, '');
     const upstreamSocket: Socket =
@@ -280,7 +271,7 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     upstreamSocket.on(upstream.protocol === 'https:' ? 'secureConnect' : 'connect', () => {
       connected = true;
       metrics.requests.inc({ route: UNMATCHED_ROUTE, outcome: 'passthrough' });
-      upstreamSocket.write(upgradeHead(req, upstream.pathname.replace(/\/+$/, '') + target, upstream.host, state.config.permit_header, requestId));
+      upstreamSocket.write(upgradeHead(req, state.upstream.pathPrefix + target, upstream.host, state.config.permit_header, requestId));
       if (head.length > 0) upstreamSocket.write(head);
       upstreamSocket.pipe(socket);
       socket.pipe(upstreamSocket);

@@ -20,8 +20,7 @@ import { parseProxyConfig } from '../../proxy/config.js';
 import type { ProxyConfig, ProxyConfigInput } from '../../proxy/config.js';
 import { createGate } from '../../proxy/gate.js';
 import { createProxyMetrics, type ProxyMetrics } from '../../proxy/metrics.js';
-import { compileRouteTable } from '../../proxy/routes.js';
-import { createProxyServer, type ProxyState } from '../../proxy/server.js';
+import { createProxyServer, proxyState, type ProxyState } from '../../proxy/server.js';
 import { createLogger } from '../../shared/logging.js';
 import { verificationStream } from '../../shared/permits/store-keys.js';
 import { staticKeyResolver } from '../../shared/permits/verify.js';
@@ -142,7 +141,7 @@ export async function withHarness(t: Test, backend: ReturnType<typeof appBackend
     upstream,
     config,
     async startProxy(options = {}) {
-      let state: ProxyState = { config: options.upstream ? { ...config, upstream: options.upstream } : config, table: compileRouteTable(config.routes) };
+      let state: ProxyState = proxyState(options.upstream ? { ...config, upstream: options.upstream } : config);
       const metrics = createProxyMetrics();
       const store = options.store ?? opened.store;
       const gate = createGate({
@@ -162,7 +161,7 @@ export async function withHarness(t: Test, backend: ReturnType<typeof appBackend
         url,
         metrics,
         setConfig(next) {
-          state = { config: next, table: compileRouteTable(next.routes) };
+          state = proxyState(next);
         },
       };
     },
