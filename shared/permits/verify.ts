@@ -28,7 +28,7 @@
 import { KeyObject } from 'node:crypto';
 import { compactVerify, importJWK } from 'jose';
 import type { CryptoKey, JWK } from 'jose';
-import type { RecordAppend, SharedStore } from '../store/types.js';
+import type { PermitConsumption, RecordAppend, SharedStore } from '../store/types.js';
 import {
   BindingFactError,
   OPTIONAL_STANDARD_FACTS,
@@ -188,31 +188,20 @@ async function verify(options: VerifyPermitOptions): Promise<VerifyOutcome> {
   const bindingRefusal = checkBinding(claims, options.binding);
   if (bindingRefusal) return bindingRefusal;
 
-  const storeKey = permitStoreKey(claims.org, claims.jti);
-  let revoked: boolean;
+  // Revocation, then consume, in one atomic step of the store (every permit is single use: the
+  // claims schema demands one: true). The marker must outlive every moment a gate would still
+  // accept the permit.
+  const ttlMs = Math.max(1, claims.exp * 1000 + leewayMs - options.nowMs);
+  let consumption: PermitConsumption;
   try {
-    revoked = await options.store.isRevoked(storeKey);
+    consumption = await options.store.consumePermit(permitStoreKey(claims.org, claims.jti), ttlMs, options.record?.(claims));
   } catch {
-    return internal('the revocation state could not be read', claims);
+    return internal('the revocation and replay state could not be read and updated', claims);
   }
-  if (revoked) return refuse('PERMIT_REVOKED', 'the permit has been revoked', claims);
+  if (consumption === 'revoked') return refuse('PERMIT_REVOKED', 'the permit has been revoked', claims);
+  if (consumption === 'already_used') return refuse('PERMIT_ALREADY_USED', 'the permit has already been used', claims);
 
-  let consumed = false;
-  if (claims.one) {
-    // The marker must outlive every moment a gate would still accept the permit.
-    const ttlMs = Math.max(1, claims.exp * 1000 + leewayMs - options.nowMs);
-    let first: boolean;
-    try {
-      const record = options.record?.(claims);
-      first = await options.store.consumeOnce(storeKey, ttlMs, record);
-    } catch {
-      return internal('the replay state could not be updated', claims);
-    }
-    if (!first) return refuse('PERMIT_ALREADY_USED', 'the permit has already been used', claims);
-    consumed = true;
-  }
-
-  return { valid: true, claims, binding: options.binding.kind, consumed };
+  return { valid: true, claims, binding: options.binding.kind, consumed: true };
 }
 
 /** Null when the binding holds, else the refusal. */

@@ -22,6 +22,7 @@ import { takeFromBucket, assertBucketSpec, bucketResult, msUntilFull } from './t
 import type { TokenBucketState } from './token-bucket.js';
 import { checkCount, checkFields, checkTtl, StoreError } from './store-errors.js';
 import type {
+  PermitConsumption,
   RecordAppend,
   SharedStore,
   StoredRecord,
@@ -98,6 +99,15 @@ export class MemoryStore implements SharedStore {
     this.#markers.set(key, true, { ttl });
     if (record) this.#append(record.stream, record.fields);
     return true;
+  }
+
+  async consumePermit(key: string, ttlMs: number, record?: RecordAppend): Promise<PermitConsumption> {
+    this.#assertOpen();
+    checkTtl(ttlMs);
+    if (record) checkFields(record.fields);
+    // No await before consumeOnce's own check-and-set: the revocation check belongs to the same step.
+    if (this.#revocations.has(key)) return 'revoked';
+    return (await this.consumeOnce(key, ttlMs, record)) ? 'consumed' : 'already_used';
   }
 
   async revoke(id: string, ttlMs: number): Promise<void> {

@@ -25,6 +25,7 @@ import { Redis } from 'ioredis';
 import { StoreError, checkCount, checkFields, checkTtl } from './store-errors.js';
 import { assertBucketSpec, bucketResult } from './token-bucket.js';
 import type {
+  PermitConsumption,
   RecordAppend,
   SharedStore,
   StoredRecord,
@@ -73,6 +74,29 @@ return 1
 `;
 
 /**
+ * consumePermit: CONSUME_ONCE_SCRIPT behind a revocation check. KEYS[1]: the revocation key;
+ * KEYS[2]: the marker; KEYS[3], optional: the stream. ARGV as above. Returns -1 when revoked.
+ */
+const CONSUME_PERMIT_SCRIPT = `
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return -1
+end
+if #KEYS > 2 then
+  local kind = redis.call('TYPE', KEYS[3])['ok']
+  if kind ~= 'none' and kind ~= 'stream' then
+    return redis.error_reply('WRONGTYPE the record stream key holds a ' .. kind)
+  end
+end
+if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[1]) then
+  return 0
+end
+if #KEYS > 2 then
+  redis.call('XADD', KEYS[3], '*', unpack(ARGV, 2))
+end
+return 1
+`;
+
+/**
  * Mirrors takeFromBucket in token-bucket.ts operation for operation. KEYS[1]: the bucket hash.
  * ARGV: capacity, refillPerMinute, nowMs, expiry margin in ms. Numbers travel as '%.17g' strings
  * both ways: a double survives that exactly, while Lua truncates a returned number to an integer
@@ -106,6 +130,7 @@ return {allowed, tokensText, nowText}
 
 interface ScriptedRedis extends Redis {
   countersignConsumeOnce(numberOfKeys: number, ...keysAndArgs: string[]): Promise<number>;
+  countersignConsumePermit(numberOfKeys: number, ...keysAndArgs: string[]): Promise<number>;
   countersignTakeToken(key: string, ...args: string[]): Promise<[number, string, string]>;
 }
 
@@ -153,6 +178,7 @@ export class RedisStore implements SharedStore {
       this.#readySignal = undefined;
     });
     client.defineCommand('countersignConsumeOnce', { lua: CONSUME_ONCE_SCRIPT });
+    client.defineCommand('countersignConsumePermit', { lua: CONSUME_PERMIT_SCRIPT });
     client.defineCommand('countersignTakeToken', { numberOfKeys: 1, lua: TAKE_TOKEN_SCRIPT });
     this.#client = client;
   }
@@ -173,6 +199,19 @@ export class RedisStore implements SharedStore {
         : client.countersignConsumeOnce(1, marker, ttl),
     );
     return set === 1;
+  }
+
+  async consumePermit(key: string, ttlMs: number, record?: RecordAppend): Promise<PermitConsumption> {
+    const ttl = String(checkTtl(ttlMs));
+    if (record) checkFields(record.fields);
+    const revoked = this.#key('revoked', key);
+    const marker = this.#key('once', key);
+    const result = await this.#run((client) =>
+      record
+        ? client.countersignConsumePermit(3, revoked, marker, this.#key('stream', record.stream), ttl, ...Object.entries(record.fields).flat())
+        : client.countersignConsumePermit(2, revoked, marker, ttl),
+    );
+    return result === 1 ? 'consumed' : result === -1 ? 'revoked' : 'already_used';
   }
 
   async revoke(id: string, ttlMs: number): Promise<void> {

@@ -18,6 +18,13 @@ export interface SharedStore {
    */
   consumeOnce(key: string, ttlMs: number, record?: RecordAppend): Promise<boolean>;
 
+  /**
+   * The gate's revocation check and consume in one atomic step (one round trip to Redis): unless
+   * `key` is revoked, marks it used as `consumeOnce` does (with its record). A revoked key is
+   * neither marked nor recorded.
+   */
+  consumePermit(key: string, ttlMs: number, record?: RecordAppend): Promise<PermitConsumption>;
+
   /** Adds `id` to the revocation set for `ttlMs` (long enough to outlive what it revokes). */
   revoke(id: string, ttlMs: number): Promise<void>;
   isRevoked(id: string): Promise<boolean>;
@@ -39,6 +46,9 @@ export interface SharedStore {
   ping(): Promise<void>;
   close(): Promise<void>;
 }
+
+/** `consumed`: this caller is the one; `already_used`: another was; `revoked`: nobody may be. */
+export type PermitConsumption = 'consumed' | 'already_used' | 'revoked';
 
 export interface RecordAppend {
   stream: string;

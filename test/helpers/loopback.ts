@@ -33,6 +33,7 @@ export function downStore(): SharedStore {
   return {
     kind: 'redis',
     consumeOnce: down,
+    consumePermit: down,
     revoke: down,
     isRevoked: down,
     takeToken: down,

@@ -140,6 +140,24 @@ function sharedStoreSuite(t: Test, open: StoreFactory): void {
     t.equal(await store.consumeOnce('permit:{org_1}:x', LONG_TTL_MS), false);
   });
 
+  t.test('consumePermit: revocation and consume in one step, the record only for the one consumer', async (t) => {
+    const { store, replica } = open(t);
+    const other = replica();
+    const record = { stream: 'verifications:{org_1}', fields: { permit_id: 'p9', outcome: 'allow' } };
+    const results = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => (i % 2 === 0 ? store : other).consumePermit('permit:{org_1}:p9', LONG_TTL_MS, record)),
+    );
+    t.equal(results.filter((result) => result === 'consumed').length, 1, 'exactly one of 200 concurrent calls consumes');
+    t.ok(results.filter((result) => result !== 'consumed').every((result) => result === 'already_used'), 'the others are told it was used');
+    t.equal((await store.readRecords('verifications:{org_1}', '0', 1000)).length, 1, 'one record');
+
+    await other.revoke('permit:{org_1}:r1', LONG_TTL_MS);
+    t.equal(await store.consumePermit('permit:{org_1}:r1', LONG_TTL_MS, { ...record, fields: { permit_id: 'r1' } }), 'revoked', 'a revoked permit is refused');
+    t.equal((await store.readRecords('verifications:{org_1}', '0', 1000)).length, 1, 'and recorded nothing');
+    t.equal(await store.consumeOnce('permit:{org_1}:r1', LONG_TTL_MS), true, 'nor was it marked used');
+    t.equal(await store.consumePermit('permit:{org_1}:r1', LONG_TTL_MS), 'revoked', 'revocation wins over a marker too');
+  });
+
   t.test('revoke and isRevoked, shared by replicas, until the revocation expires', async (t) => {
     const h = open(t);
     const other = h.replica();
@@ -330,6 +348,7 @@ function sharedStoreSuite(t: Test, open: StoreFactory): void {
     const closed = { code: 'STORE_CLOSED' };
     await t.rejects(store.consumeOnce('k', 1000), closed);
     await t.rejects(store.consumeOnce('k', 1000, { stream: 's', fields: { a: 'b' } }), closed);
+    await t.rejects(store.consumePermit('k', 1000), closed);
     await t.rejects(store.revoke('k', 1000), closed);
     await t.rejects(store.isRevoked('k'), closed);
     await t.rejects(store.takeToken('k', spec, T0), closed);
@@ -438,6 +457,7 @@ if (url === undefined) {
       await t.rejects(store.ping(), unavailable);
       await t.rejects(store.revoke('k', 1000), unavailable);
       await t.rejects(store.isRevoked('k'), unavailable);
+      await t.rejects(store.consumePermit('k', 1000), unavailable);
       await t.rejects(store.appendRecord('s', { a: 'b' }), unavailable);
       await t.rejects(store.readRecords('s', '0', 1), unavailable);
       const waiting = store.consumeOnce('k', 1000);
@@ -457,6 +477,8 @@ if (url === undefined) {
       const record = { stream: 'broken', fields: { a: 'b' } };
       await t.rejects(store.consumeOnce('permit:{o}:1', LONG_TTL_MS, record), { name: 'ReplyError' });
       t.equal(await store.consumeOnce('permit:{o}:1', LONG_TTL_MS), true, 'the marker was not set');
+      await t.rejects(store.consumePermit('permit:{o}:2', LONG_TTL_MS, record), { name: 'ReplyError' });
+      t.equal(await store.consumePermit('permit:{o}:2', LONG_TTL_MS), 'consumed', 'consumePermit checks the stream first too');
       await t.rejects(store.appendRecord('broken', { a: 'b' }), /WRONGTYPE/);
     });
 
