@@ -135,6 +135,20 @@ export async function markConsumed(tx: Queryable, orgId: string, id: string, at:
   return rows.length > 0;
 }
 
+/**
+ * markConsumed for many permits in one statement (the drain's batch), in id order so two
+ * transactions marking overlapping permits wait for each other instead of deadlocking.
+ */
+export async function markManyConsumed(tx: Queryable, orgId: string, uses: ReadonlyArray<{ id: string; at: Date }>): Promise<void> {
+  if (uses.length === 0) return;
+  await tx.query(
+    `UPDATE permits SET status = 'consumed', consumed_at = used.at
+     FROM (SELECT id, min(at) AS at FROM unnest($2::text[], $3::timestamptz[]) AS u(id, at) GROUP BY id ORDER BY id) AS used
+     WHERE permits.org_id = $1 AND permits.id = used.id AND permits.status = 'issued'`,
+    [orgId, uses.map((use) => use.id), uses.map((use) => use.at)],
+  );
+}
+
 export async function revokePermit(
   deps: { db: Db; store: SharedStore; clock: Clock },
   principal: Principal,

@@ -25,7 +25,7 @@ import type { SharedStore, StoredRecord } from '../../shared/store/types.js';
 import { VerificationRecord } from '../../shared/wire/verification-records.js';
 import { appendAuditEvents } from '../audit/chain.js';
 import type { NewAuditEvent } from '../audit/types.js';
-import { markConsumed } from '../permits/permits.js';
+import { markManyConsumed } from '../permits/permits.js';
 import { runEvery, type PeriodicTask } from '../periodic.js';
 import type { Db, Queryable } from '../store/db.js';
 import type { Clock } from '../time.js';
@@ -141,13 +141,12 @@ async function recordBatch(deps: DrainDeps, orgId: string, records: StoredRecord
     const fresh = new Set(inserted.map((row) => row.record_id));
     const toRecord = parsed.filter((entry) => fresh.has(entry.stored.id));
 
-    for (const { record } of toRecord) {
-      if (record?.kind === 'permit.verified' && record.permit_id !== '') {
-        // False when the authority does not know the permit or it is no longer issued: the event
-        // still records what the gate saw.
-        await markConsumed(tx, orgId, record.permit_id, new Date(record.at));
-      }
-    }
+    // A permit the authority does not know, or no longer issued, stays as it is: the event still
+    // records what the gate saw.
+    const consumed = toRecord.flatMap(({ record }) =>
+      record?.kind === 'permit.verified' && record.permit_id !== '' ? [{ id: record.permit_id, at: new Date(record.at) }] : [],
+    );
+    await markManyConsumed(tx, orgId, consumed);
     await tx.query(ADVANCE_CURSOR, [orgId, (records[records.length - 1] as StoredRecord).id]);
 
     const events = toRecord.map((entry) => auditEventOf(orgId, entry, now));
