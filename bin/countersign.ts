@@ -12,14 +12,9 @@
  *   countersign audit verify <bundle> --key <pem>     verify an exported audit bundle offline
  */
 import { parseArgs } from 'node:util';
-import { runAdminCommand, UsageError } from '../authority/cli/admin-commands.js';
-import { runAuditCommand } from '../authority/cli/audit-commands.js';
-import { runSigningCommand } from '../authority/cli/signing-commands.js';
-import { ConfigError, loadAuthorityConfig } from '../authority/config.js';
-import { startAuthority } from '../authority/main.js';
-import { runProxyCommand } from '../proxy/cli.js';
-import { ProxyConfigError } from '../proxy/config.js';
-import { runStart } from './start.js';
+
+// Each command loads only its own modules: a proxy sidecar must not carry the authority (its
+// database drivers, PGlite, the policy engine) in memory.
 
 const USAGE = `usage: countersign <command> [options]
 
@@ -43,8 +38,12 @@ const USAGE = `usage: countersign <command> [options]
 Administration commands work on DATABASE_URL, or on the embedded data directory
 (COUNTERSIGN_DATA_DIR, default ./.countersign) while the server is stopped.`;
 
+/** Errors that are the caller's to fix (exit code 2), by their stable codes. */
+const USAGE_CODES = new Set(['USAGE', 'CONFIG_INVALID', 'PROXY_CONFIG_INVALID']);
+
 async function runAuthority(args: string[]): Promise<void> {
   const { values } = parseArgs({ args, options: { config: { type: 'string' } } });
+  const [{ loadAuthorityConfig }, { startAuthority }] = await Promise.all([import('../authority/config.js'), import('../authority/main.js')]);
   const config = await loadAuthorityConfig({ file: values.config });
   const running = await startAuthority(config);
   let closing = false;
@@ -73,30 +72,30 @@ async function main(argv: string[]): Promise<number> {
       return -1; // keeps running until a signal
     }
     if (command === 'proxy') {
-      await runProxyCommand(rest);
+      await (await import('../proxy/cli.js')).runProxyCommand(rest);
       return -1;
     }
     if (command === 'start') {
-      await runStart(rest);
+      await (await import('./start.js')).runStart(rest);
       return -1;
     }
     const io = { out: (line: string) => console.log(line), env: process.env };
-    if (command === 'audit') return await runAuditCommand(rest, io);
+    if (command === 'audit') return await (await import('../authority/cli/audit-commands.js')).runAuditCommand(rest, io);
     if (command === 'keys' && rest[0] === 'rotate-signing') {
-      await runSigningCommand(rest.slice(1), io);
+      await (await import('../authority/cli/signing-commands.js')).runSigningCommand(rest.slice(1), io);
       return 0;
     }
-    await runAdminCommand(argv, io);
+    await (await import('../authority/cli/admin-commands.js')).runAdminCommand(argv, io);
     return 0;
   } catch (error) {
-    const usage = error instanceof UsageError || String((error as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS');
-    if (usage || error instanceof ConfigError || error instanceof ProxyConfigError) {
+    const code = String((error as { code?: unknown }).code);
+    const usage = code === 'USAGE' || code.startsWith('ERR_PARSE_ARGS');
+    if (usage || USAGE_CODES.has(code)) {
       console.error(`countersign: ${(error as Error).message}`);
       if (usage) console.error(`\n${USAGE}`);
       return 2;
     }
-    const code = (error as { code?: string }).code;
-    console.error(`countersign: ${(error as Error).message}${code ? ` (${code})` : ''}`);
+    console.error(`countersign: ${(error as Error).message}${code !== 'undefined' ? ` (${code})` : ''}`);
     return 1;
   }
 }

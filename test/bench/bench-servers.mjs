@@ -6,9 +6,10 @@
  *   node test/bench/bench-servers.mjs upstream      the protected system: 200 with the given body;
  *                                                   counts what reaches it (GET /__bench/stats)
  *   node test/bench/bench-servers.mjs http-proxy-3  pass-through with http-proxy-3, keep-alive agent
- *   node test/bench/bench-servers.mjs undici        pass-through shaped like proxy/server.ts's
- *                                                   forward(): undici Agent, agent.request, streamed
+ *   node test/bench/bench-servers.mjs undici        pass-through on undici's Agent, agent.request,
+ *                                                   the answer streamed with stream.pipeline
  *   node test/bench/bench-servers.mjs undici-dispatch  the same on agent.dispatch, no stream in between
+ *                                                   (the engine of proxy/forward.ts)
  *   node test/bench/bench-servers.mjs naive         the naive gate: jose jwtVerify, Redis SET NX, then
  *                                                   forward with the classic http-proxy
  *
@@ -82,7 +83,7 @@ async function httpProxy3({ upstream: target }) {
   return createServer((req, res) => proxy.web(req, res));
 }
 
-/** What proxy/server.ts does per request, minus the gate: the engine alone. */
+/** undici's `request` API with the answer piped: the engine proxy/server.ts used before proxy/forward.ts. */
 async function undiciForwarder({ upstream: target }) {
   const { Agent } = await import('undici');
   const agent = new Agent({ keepAliveTimeout: 30_000 });

@@ -53,7 +53,7 @@ function engineComparison(log, closed, open) {
   const engines = ['http-proxy-3', 'undici request', 'undici dispatch']
     .map((name) => ({ name, row: closed[`${name} pass-through`], openRow: open[`${name} pass-through`] }))
     .sort((a, b) => b.row.perSecond - a.row.perSecond);
-  log('forwarding engines (bare pass-through, same upstream, same load; "undici request" is what proxy/server.ts does today):');
+  log('forwarding engines (bare pass-through, same upstream, same load; "undici dispatch" is what proxy/forward.ts does):');
   for (const { name, row, openRow } of engines) {
     log(`  ${name.padEnd(15)} ${fmt(row.perSecond, 0).padStart(6)}/s closed loop, ${fmt(perRequest(row), 0)} µs cpu/request, p99 ${fmt(row.p99, 2)} ms; at ${openRow?.load ?? '-'}: p99 ${fmt(openRow?.p99, 2)} ms`);
   }
