@@ -174,6 +174,11 @@ export const ProxyConfigSchema = z
       .default('X-Service-Permit'),
     unmatched: z.enum(['pass', 'deny']).default('pass'),
     redis_url: z.string().min(1).optional(),
+    /**
+     * Without redis_url, run on an in-process store anyway: replay state, revocations and records
+     * are then shared with nobody (development only; COUNTERSIGN_ALLOW_IN_PROCESS_STORE=1 too).
+     */
+    allow_in_process_store: z.boolean().default(false),
     log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     max_body_bytes: BodyLimit.default(DEFAULT_MAX_BODY_BYTES),
     routes: Routes,

@@ -10,7 +10,7 @@
  *   single-use across processes, revocations would not arrive and records would not reach the
  *   audit log. So a store is required: `options.store` (the all-in-one process shares the
  *   embedded authority's), or Redis from `redis_url`; the in-process store only when allowed
- *   (`allowInProcessStore`, or `COUNTERSIGN_ALLOW_IN_PROCESS_STORE=1`).
+ *   (`allowInProcessStore`, `allow_in_process_store: true`, or `COUNTERSIGN_ALLOW_IN_PROCESS_STORE=1`).
  * - Reload (file watch; SIGHUP when `handleSighup` or via the CLI): the new file is validated as a
  *   whole; a valid one swaps `{config, table}` in one step for new requests (routes, modes,
  *   upstream, unmatched, permit header, issuer, audience, log level), an invalid one keeps the last
@@ -93,11 +93,11 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
   const logger = options.logger ?? createLogger({ name: 'proxy', level: initial.log_level });
   const apiKey = await readProxyApiKey(initial.authority);
 
-  const allowInProcess = options.allowInProcessStore ?? ['1', 'true'].includes(env.COUNTERSIGN_ALLOW_IN_PROCESS_STORE ?? '');
+  const allowInProcess = options.allowInProcessStore ?? (initial.allow_in_process_store || ['1', 'true'].includes(env.COUNTERSIGN_ALLOW_IN_PROCESS_STORE ?? ''));
   if (options.store === undefined && initial.redis_url === undefined && !allowInProcess) {
     throw new ProxyConfigError(
       `${configFile} is invalid:\n  redis_url: required: the proxy shares replay state, revocations and records with the authority through Redis ` +
-        '(an in-process store is shared with nobody; set COUNTERSIGN_ALLOW_IN_PROCESS_STORE=1 to run one anyway, for development)',
+        '(an in-process store is shared with nobody; set allow_in_process_store: true or COUNTERSIGN_ALLOW_IN_PROCESS_STORE=1 to run one anyway, for development)',
     );
   }
 
@@ -146,6 +146,7 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
         },
       });
     let inner = buildGate(initial);
+    metrics.setRecordBacklogSource(() => store.countRecords(inner.stream));
     // The server holds one gate; this one forwards to the gate of the configuration in force.
     const gate: Gate = { stream: inner.stream, check: (input) => inner.check(input) };
     let state: ProxyState = proxyState(initial);

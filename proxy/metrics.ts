@@ -35,6 +35,14 @@ export interface ProxyMetrics {
   /** result: success | failure. */
   readonly keyRefreshes: Counter<'result'>;
   readonly recordAppendFailures: Counter;
+  /**
+   * `countersign_proxy_record_backlog`: verification records in the organization's stream that
+   * the authority has not drained into the audit log yet, read from the store on each scrape
+   * (NaN when the store cannot be read). It grows while the authority is down.
+   */
+  readonly recordBacklog: Gauge;
+  /** Where the backlog is read from on each scrape. */
+  setRecordBacklogSource(count: () => Promise<number>): void;
   /** Sets `route_mode` to 1 for each route's current mode and 0 for the other, dropping removed routes. */
   setRouteModes(routes: ReadonlyArray<{ readonly name: string; readonly mode: ProxyMode }>): void;
   /** Records a configuration (re)load: success 1 or 0; the timestamp moves only on success. */
@@ -109,6 +117,21 @@ export function createProxyMetrics(): ProxyMetrics {
     registers,
   });
 
+  let backlogSource: (() => Promise<number>) | null = null;
+  const recordBacklog = new Gauge({
+    name: 'countersign_proxy_record_backlog',
+    help: 'Verification records waiting in the shared store for the authority to drain them into the audit log (NaN: the store cannot be read).',
+    registers,
+    async collect() {
+      if (backlogSource === null) return;
+      try {
+        this.set(await backlogSource());
+      } catch {
+        this.set(Number.NaN);
+      }
+    },
+  });
+
   let modeRoutes = new Set<string>();
   return {
     registry,
@@ -123,6 +146,10 @@ export function createProxyMetrics(): ProxyMetrics {
     configReloadTimestamp,
     keyRefreshes,
     recordAppendFailures,
+    recordBacklog,
+    setRecordBacklogSource(count) {
+      backlogSource = count;
+    },
     setRouteModes(routes) {
       const next = new Set(routes.map((route) => route.name));
       // A route removed by a reload must not keep reporting its old mode.

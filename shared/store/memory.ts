@@ -160,6 +160,11 @@ export class MemoryStore implements SharedStore {
     return entries.slice(lo, lo + count).map((e) => ({ id: e.id, fields: { ...e.fields } }));
   }
 
+  async countRecords(stream: string): Promise<number> {
+    this.#assertOpen();
+    return this.#streams.get(stream)?.length ?? 0;
+  }
+
   async trimRecords(stream: string, upToId: string): Promise<void> {
     this.#assertOpen();
     const entries = this.#streams.get(stream);

@@ -262,6 +262,10 @@ export class RedisStore implements SharedStore {
     });
   }
 
+  async countRecords(stream: string): Promise<number> {
+    return this.#run((client) => client.xlen(this.#key('stream', stream)));
+  }
+
   async trimRecords(stream: string, upToId: string): Promise<void> {
     const match = /^(\d+)-(\d+)$/.exec(upToId);
     if (!match) throw new RangeError(`invalid stream id: ${JSON.stringify(upToId)}`);

@@ -39,6 +39,8 @@ export interface SharedStore {
   appendRecord(stream: string, fields: Record<string, string>): Promise<string>;
   /** Up to `count` records with ids after `afterId` ('0' for the start), oldest first. */
   readRecords(stream: string, afterId: string, count: number): Promise<StoredRecord[]>;
+  /** How many records the stream holds: appended and not yet trimmed (the drain's backlog). */
+  countRecords(stream: string): Promise<number>;
   /** Removes the records with ids up to and including `upToId` (they have been recorded elsewhere). */
   trimRecords(stream: string, upToId: string): Promise<void>;
 

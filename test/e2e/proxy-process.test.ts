@@ -18,6 +18,7 @@ import { request } from 'undici';
 import { ProxyConfigError } from '../../proxy/config.js';
 import { startProxy, type RunningProxy, type StartProxyOptions } from '../../proxy/main.js';
 import { createLogger } from '../../shared/logging.js';
+import { verificationStream } from '../../shared/permits/store-keys.js';
 import { EvaluateResponse } from '../../shared/wire/evaluate.js';
 import { createTestAuthority } from '../helpers/authority.js';
 import { appBackends, realServersMissing } from '../helpers/backends.js';
@@ -180,6 +181,9 @@ for (const backend of appBackends()) {
       t.match(metrics.text, /countersign_proxy_route_mode\{route="echo",mode="enforce"\} 1/);
       t.match(metrics.text, /countersign_proxy_config_reload_success 1/);
       t.match(metrics.text, /countersign_proxy_key_refreshes_total\{result="success"\} 1/);
+      const backlog = Number(/^countersign_proxy_record_backlog (\S+)$/m.exec(metrics.text)?.[1]);
+      t.ok(backlog > 0, 'the records of the requests above wait for the authority to drain them');
+      t.equal(backlog, await opened.store.countRecords(verificationStream(authority.acme.id)), 'countersign_proxy_record_backlog is what the stream holds');
       const missing = await get(`${proxy.adminUrl}/nothing`);
       t.equal(missing.status, 404);
       t.match(missing.json(), { error: 'not_found', status: 404, request_id: String });
@@ -288,6 +292,11 @@ for (const backend of appBackends()) {
       const allowed = await startProxy(file, { ...alone, env: { COUNTERSIGN_ALLOW_IN_PROCESS_STORE: '1' } });
       t.teardown(() => allowed.close());
       t.equal((await get(`${allowed.adminUrl}/readyz`)).status, 200, 'allowed: runs on its own in-process store');
+      const allowingFile = join(dir, 'allowing.yaml');
+      await writeFile(allowingFile, `${proxyYaml(base)}\nallow_in_process_store: true\n`);
+      const allowedByFile = await startProxy(allowingFile, alone);
+      t.teardown(() => allowedByFile.close());
+      t.equal((await get(`${allowedByFile.adminUrl}/readyz`)).status, 200, 'allow_in_process_store: true in the file does the same');
     });
   });
 }

@@ -39,6 +39,7 @@ export function downStore(): SharedStore {
     takeToken: down,
     appendRecord: down,
     readRecords: down,
+    countRecords: down,
     trimRecords: down,
     ping: down,
     close: () => Promise.resolve(),

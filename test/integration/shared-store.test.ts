@@ -322,10 +322,14 @@ function sharedStoreSuite(t: Test, open: StoreFactory): void {
     const { store } = open(t);
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) ids.push(await store.appendRecord('drain:{org_1}', { n: String(i) }));
+    t.equal(await store.countRecords('drain:{org_1}'), 5, 'countRecords: the backlog');
     await store.trimRecords('drain:{org_1}', ids[2]!);
     t.same((await store.readRecords('drain:{org_1}', '0', 10)).map((r) => r.id), ids.slice(3), 'the drained records are gone, the rest stay');
+    t.equal(await store.countRecords('drain:{org_1}'), 2);
     await store.trimRecords('drain:{org_1}', ids[4]!);
     t.same(await store.readRecords('drain:{org_1}', '0', 10), [], 'trimming everything empties the stream');
+    t.equal(await store.countRecords('drain:{org_1}'), 0);
+    t.equal(await store.countRecords('never-written:{org_1}'), 0, 'an unknown stream holds nothing');
     const next = await store.appendRecord('drain:{org_1}', { n: '5' });
     t.same((await store.readRecords('drain:{org_1}', '0', 10)).map((r) => r.id), [next], 'and it takes new records');
     await t.resolves(store.trimRecords('never-written:{org_1}', ids[0]!), 'trimming an unknown stream is a no-op');
