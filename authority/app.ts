@@ -106,7 +106,8 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
   const keyResolver = new PublishedKeyResolver(deps.keys, deps.clock);
   // Postgres: while one batch holds its organizations' chain heads, the next ones insert their
   // rows on other connections (the pool has 10). PGlite has one connection: one at a time.
-  const writer = new GroupCommit(deps.db, storeEvaluations, { maxBatch: 128, maxInFlight: deps.db.kind === 'postgres' ? 3 : 1 });
+  // storeEvaluations is one statement: its own transaction, one round trip per batch.
+  const writer = new GroupCommit(deps.db, storeEvaluations, { maxBatch: 128, maxInFlight: deps.db.kind === 'postgres' ? 3 : 1, transaction: false });
   healthRoutes(app, deps);
   identityRoutes(app);
   apiKeyRoutes(app, { ...deps, credentials });

@@ -129,6 +129,28 @@ function toPayload(event: NewAuditEvent, id: string, sequence: number, recordedA
   };
 }
 
+/** An event ready for a chain append done in SQL (migration 0009): its canonical payload split around the sequence. */
+export interface SplitPayload {
+  /** The canonical payload up to and including `"sequence":`. */
+  before: string;
+  /** The rest, from the comma after the sequence number. */
+  after: string;
+}
+
+/**
+ * The event's canonical payload with the sequence left open, for an append that learns the
+ * sequence only under the head lock in the database: `before + String(sequence) + after` is
+ * exactly the text appendAuditEvents would hash. `sequence` sorts second to last among the
+ * payload's keys (only `type`, a plain string, follows), so its last occurrence is the top-level one.
+ */
+export function splitPayload(event: NewAuditEvent, id: string, recordedIso: string): SplitPayload {
+  const text = canonicalPayload(toPayload(event, id, 0, recordedIso));
+  const marker = ',"sequence":0,"type":';
+  const at = text.lastIndexOf(marker);
+  if (at < 0) throw new Error('the canonical payload has no top-level sequence');
+  return { before: text.slice(0, at + ',"sequence":'.length), after: text.slice(at + ',"sequence":0'.length) };
+}
+
 /**
  * Appends `events` to their organizations' chains: each organization's events take consecutive
  * sequences in the order given, under one lock of its head (group commit passes the events of

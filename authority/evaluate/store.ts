@@ -1,10 +1,10 @@
 /**
  * Writing evaluations: the evaluation rows, their permits and their audit events, for one or
- * many evaluations in the caller's transaction (group commit hands it a batch). Multi-row
- * inserts and one chain append for all organizations keep a batch to a handful of statements.
+ * many evaluations (group commit hands it a batch), in one statement.
  */
-import { appendAuditEvents } from '../audit/chain.js';
-import type { NewAuditEvent } from '../audit/types.js';
+import { randomUUID } from 'node:crypto';
+import { splitPayload } from '../audit/chain.js';
+import { GENESIS_HASH, type NewAuditEvent } from '../audit/types.js';
 import type { NewPermit } from '../permits/permits.js';
 import type { Queryable } from '../store/db.js';
 
@@ -34,49 +34,47 @@ export interface EvaluationWrite {
 /** `duplicate`: the organization already has an evaluation with this request_id; nothing was written for it. */
 export type EvaluationOutcome = 'stored' | 'duplicate';
 
-function placeholders(rows: number, columns: number): string {
-  return Array.from({ length: rows }, (_, row) => `(${Array.from({ length: columns }, (_, column) => `$${row * columns + column + 1}`).join(', ')})`).join(', ');
-}
-
-/** Rows in (organization, request_id) order: see storeEvaluations. */
-function byRequest(a: EvaluationWrite, b: EvaluationWrite): number {
-  const x = a.evaluation;
-  const y = b.evaluation;
-  return x.orgId < y.orgId ? -1 : x.orgId > y.orgId ? 1 : x.requestId < y.requestId ? -1 : x.requestId > y.requestId ? 1 : 0;
-}
-
-export async function storeEvaluations(tx: Queryable, writes: EvaluationWrite[]): Promise<EvaluationOutcome[]> {
-  // Two transactions inserting the same request_ids wait for each other's rows; inserting them in
-  // one order everywhere makes that a wait, never a deadlock.
-  const ordered = writes.length > 1 ? [...writes].sort(byRequest) : writes;
-  const inserted = new Set(
-    (
-      await tx.query<{ id: string }>(
-        `INSERT INTO evaluations (id, org_id, request_id, request_fingerprint, action_type, actor_id, decision, mode,
-           risk_score, binding_hash, policy_version, response, credential, created_at)
-         VALUES ${placeholders(writes.length, 14)}
-         ON CONFLICT (org_id, request_id) DO NOTHING RETURNING id`,
-        ordered.flatMap(({ evaluation: e }) => [
-          e.id, e.orgId, e.requestId, e.fingerprint, e.actionType, e.actorId, e.decision, e.mode,
-          e.riskScore, e.bindingHash, e.policyVersion, e.response, e.credential, e.createdAt,
-        ]),
-      )
-    ).map((row) => row.id),
-  );
-  const stored = writes.filter((write) => inserted.has(write.evaluation.id));
-
-  const permits = stored.flatMap((write) => (write.permit ? [write.permit] : []));
-  if (permits.length > 0) {
-    await tx.query(
-      `INSERT INTO permits (id, org_id, evaluation_id, request_id, action_type, actor_id, binding_hash, bound_facts, kid, status, issued_at, expires_at)
-       VALUES ${placeholders(permits.length, 12)}`,
-      permits.flatMap((p) => [p.id, p.orgId, p.evaluationId, p.requestId, p.actionType, p.actorId, p.bindingHash, p.boundFacts, p.kid, 'issued', p.issuedAt, p.expiresAt]),
-    );
-  }
-
-  // Last, as the chain asks: its head locks are held until commit.
+/**
+ * Writes a batch in ONE statement, `countersign_store_evaluations` (migration 0009): the rows in
+ * (organization, request_id) order, so two batches with the same request_ids wait for each other
+ * instead of deadlocking; the permits and events of the evaluations actually inserted; the events
+ * appended to their chains under the head locks, in the order given. Outside a transaction it is
+ * one round trip and its own transaction (group commit); inside one it is part of it.
+ */
+export async function storeEvaluations(db: Queryable, writes: EvaluationWrite[]): Promise<EvaluationOutcome[]> {
   const recordedAt = new Date(Math.max(...writes.map((write) => write.evaluation.createdAt.getTime())));
-  await appendAuditEvents(tx, stored.flatMap((write) => write.events), recordedAt);
-
+  const recordedIso = recordedAt.toISOString();
+  const evaluations = writes.map(({ evaluation: e }) => ({
+    id: e.id, org_id: e.orgId, request_id: e.requestId, request_fingerprint: e.fingerprint, action_type: e.actionType, actor_id: e.actorId,
+    decision: e.decision, mode: e.mode, risk_score: e.riskScore, binding_hash: e.bindingHash, policy_version: e.policyVersion,
+    response: e.response, credential: e.credential, created_at: e.createdAt.toISOString(),
+  }));
+  const permits = writes.flatMap(({ permit: p }) =>
+    p
+      ? [{
+          id: p.id, org_id: p.orgId, evaluation_id: p.evaluationId, request_id: p.requestId, action_type: p.actionType, actor_id: p.actorId,
+          binding_hash: p.bindingHash, bound_facts: p.boundFacts, kid: p.kid, issued_at: p.issuedAt.toISOString(), expires_at: p.expiresAt.toISOString(),
+        }]
+      : [],
+  );
+  const events = writes.flatMap(({ evaluation, events: own }) =>
+    own.map((event) => {
+      const id = randomUUID();
+      const { before, after } = splitPayload(event, id, recordedIso);
+      return {
+        evaluation_id: evaluation.id, id, org_id: event.orgId, type: event.type, decision: event.decision, actor_id: event.actorId,
+        resource_type: event.resourceType, resource_id: event.resourceId, request_id: event.requestId,
+        text_before: before, text_after: after, occurred_at: event.occurredAt.toISOString(),
+      };
+    }),
+  );
+  const rows = await db.query<{ id: string }>('SELECT countersign_store_evaluations($1::jsonb, $2::jsonb, $3::jsonb, $4, $5) AS id', [
+    JSON.stringify(evaluations),
+    JSON.stringify(permits),
+    JSON.stringify(events),
+    recordedAt,
+    GENESIS_HASH,
+  ]);
+  const inserted = new Set(rows.map((row) => row.id));
   return writes.map((write) => (inserted.has(write.evaluation.id) ? 'stored' : 'duplicate'));
 }

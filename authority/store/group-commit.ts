@@ -10,11 +10,12 @@
  * fact that cannot be stored, say) fails alone and the others still commit.
  *
  * @example
- *   const writer = new GroupCommit(db, (tx, items) => storeEvaluations(tx, items), { maxBatch: 128, maxInFlight: 3 });
+ *   const writer = new GroupCommit(db, storeEvaluations, { maxBatch: 128, maxInFlight: 3, transaction: false });
  *   const outcome = await writer.submit(item); // resolves after the commit that holds it
  */
 import type { Db, Queryable } from './db.js';
 
+/** Writes a batch with `tx`: a transaction's connection, or (with `transaction: false`) the database itself. */
 export type BatchWriter<Item, Outcome> = (tx: Queryable, items: Item[]) => Promise<Outcome[]>;
 
 export interface GroupCommitOptions {
@@ -22,6 +23,11 @@ export interface GroupCommitOptions {
   maxBatch: number;
   /** Most transactions at once; keep it below the database pool size. Default 1. */
   maxInFlight?: number;
+  /**
+   * Wrap each batch in a transaction (default true). False when `write` issues one statement,
+   * which is a transaction of its own: BEGIN and COMMIT would be two more round trips.
+   */
+  transaction?: boolean;
 }
 
 interface Waiting<Item, Outcome> {
@@ -63,9 +69,13 @@ export class GroupCommit<Item, Outcome> {
     }
   }
 
+  private run(items: Item[]): Promise<Outcome[]> {
+    return this.options.transaction === false ? this.write(this.db, items) : this.db.transaction((tx) => this.write(tx, items));
+  }
+
   private async commit(batch: Array<Waiting<Item, Outcome>>): Promise<void> {
     try {
-      const outcomes = await this.db.transaction((tx) => this.write(tx, batch.map((waiting) => waiting.item)));
+      const outcomes = await this.run(batch.map((waiting) => waiting.item));
       batch.forEach((waiting, index) => waiting.resolve(outcomes[index] as Outcome));
     } catch (error) {
       if (batch.length === 1) batch[0]?.reject(error);
@@ -76,7 +86,7 @@ export class GroupCommit<Item, Outcome> {
   private async oneByOne(batch: Array<Waiting<Item, Outcome>>): Promise<void> {
     for (const waiting of batch) {
       try {
-        const [outcome] = await this.db.transaction((tx) => this.write(tx, [waiting.item]));
+        const [outcome] = await this.run([waiting.item]);
         waiting.resolve(outcome as Outcome);
       } catch (error) {
         waiting.reject(error);

@@ -97,7 +97,8 @@ for (const backend of appBackends()) {
 
       const presented = await evaluate(authority, { ...wire(50_000), context: { ...wire(50_000).context, approvals: ['apr_unknown'] } });
       t.same(presented.decisionObject.approvals, [{ id: 'apr_unknown', accepted: false, reason: 'APPROVAL_NOT_FOUND' }]);
-      t.equal(presented.decision, 'hold', 'an unknown approval changes nothing');
+      t.equal(presented.decision, 'deny', 'an unknown approval for an action that needs one is a deny, not a new request');
+      t.notOk(presented.approval_request_id);
 
       for (const bad of [{}, { action_type: 'Bad Type', actor_id: 'x' }, { action_type: 'demo.echo' }, { action_type: 'demo.echo', actor_id: 'a', context: { amount_usd: -1 } }]) {
         const response = await post(authority, '/v1/evaluate', bad);
