@@ -114,26 +114,31 @@ for (const backend of appBackends()) {
 
       await t.test('refusals never reach the upstream', async (t) => {
         const before = received.length;
-        const expectRefusal = async (name: string, response: Awaited<ReturnType<typeof call>>, status: number, code: string, reason: string) => {
+        const refusals = async (route: string, reason: string) =>
+          (await proxy.metrics.verifications.get()).values.find((value) => value.labels.route === route && value.labels.result === 'rejected' && value.labels.reason === reason)?.value ?? 0;
+        const expectRefusal = async (name: string, sent: () => Promise<Awaited<ReturnType<typeof call>>>, status: number, code: string, reason: string, route = 'echo') => {
+          const counted = await refusals(route, reason);
+          const response = await sent();
           t.equal(response.status, status, `${name}: status`);
           t.match(response.json(), { error: code, status, reason, request_id: String, message: String }, `${name}: the envelope`);
           t.ok(response.headers['x-request-id'], `${name}: a request id`);
+          t.equal(await refusals(route, reason), counted + 1, `${name}: countersign_proxy_verifications_total{route="${route}",result="rejected",reason="${reason}"} counted it`);
         };
-        await expectRefusal('no permit', await call(proxy.url, '/echo/order-1'), 403, 'permit_required', 'MISSING_PERMIT');
+        await expectRefusal('no permit', () => call(proxy.url, '/echo/order-1'), 403, 'permit_required', 'MISSING_PERMIT');
 
         const used = await h.permit({ id: 'order-2' });
         t.equal((await call(proxy.url, '/echo/order-2', { token: used.token })).status, 201);
         const afterUse = received.length;
-        await expectRefusal('replayed', await call(proxy.url, '/echo/order-2', { token: used.token }), 403, 'permit_rejected', 'PERMIT_ALREADY_USED');
+        await expectRefusal('replayed', () => call(proxy.url, '/echo/order-2', { token: used.token }), 403, 'permit_rejected', 'PERMIT_ALREADY_USED');
 
         const tampered = await h.permit({ id: 'order-3' });
-        await expectRefusal('tampered', await call(proxy.url, '/echo/order-3', { token: tamperSignature(tampered.token) }), 403, 'permit_rejected', 'PERMIT_INVALID');
+        await expectRefusal('tampered', () => call(proxy.url, '/echo/order-3', { token: tamperSignature(tampered.token) }), 403, 'permit_rejected', 'PERMIT_INVALID');
 
         const globex = await h.permit({ id: 'order-4', admin: h.authority.globexAdmin });
-        await expectRefusal('other organization', await call(proxy.url, '/echo/order-4', { token: globex.token }), 403, 'permit_rejected', 'ORG_MISMATCH');
+        await expectRefusal('other organization', () => call(proxy.url, '/echo/order-4', { token: globex.token }), 403, 'permit_rejected', 'ORG_MISMATCH');
 
         const bound = await h.permit({ id: 'order-5' });
-        await expectRefusal('wrong target id', await call(proxy.url, '/echo/order-6', { token: bound.token }), 403, 'permit_rejected', 'BINDING_MISMATCH');
+        await expectRefusal('wrong target id', () => call(proxy.url, '/echo/order-6', { token: bound.token }), 403, 'permit_rejected', 'BINDING_MISMATCH');
 
         const revoked = await h.permit({ id: 'order-7' });
         const revoke = await request(`${h.authorityUrl}/v1/permits/${revoked.id}/revoke`, {
@@ -143,11 +148,33 @@ for (const backend of appBackends()) {
         });
         t.equal(revoke.statusCode, 200);
         await revoke.body.dump();
-        await expectRefusal('revoked', await call(proxy.url, '/echo/order-7', { token: revoked.token }), 403, 'permit_rejected', 'PERMIT_REVOKED');
+        await expectRefusal('revoked', () => call(proxy.url, '/echo/order-7', { token: revoked.token }), 403, 'permit_rejected', 'PERMIT_REVOKED');
+
+        const other = await h.permit({ id: 'order-9' });
+        await expectRefusal('wrong environment', () => call(proxy.url, '/staging/echo/order-9', { token: other.token }), 403, 'permit_rejected', 'BINDING_MISMATCH', 'echo-staging');
+
+        const wire = await request(`${h.authorityUrl}/v1/evaluate`, {
+          method: 'POST',
+          headers: { ...h.authority.bearer(h.authority.acmeAdmin), 'content-type': 'application/json' },
+          body: JSON.stringify({ action_type: 'payments.wire', actor_id: 'finance-bot', context: { environment: 'production', amount_usd: 500, account_code: 'OPS-001' } }),
+        });
+        const payment = (await wire.body.json()) as { decision: string; permit_token: string };
+        t.equal(payment.decision, 'allow');
+        const pay = (amount: number) => () =>
+          call(proxy.url, '/wires', { token: payment.permit_token, actor: 'finance-bot', body: JSON.stringify({ amount_usd: amount, account_code: 'OPS-001' }) });
+        await expectRefusal('wrong amount', pay(600), 403, 'permit_rejected', 'BINDING_MISMATCH', 'wire');
 
         const later = await h.startProxy({ now: () => h.clock.now() + 120_000 });
         const expiring = await h.permit({ id: 'order-8' });
-        await expectRefusal('expired', await call(later.url, '/echo/order-8', { token: expiring.token }), 403, 'permit_rejected', 'PERMIT_EXPIRED');
+        const expiredBefore = (await later.metrics.verifications.get()).values.length;
+        t.equal(expiredBefore, 0, 'a fresh proxy has counted nothing');
+        const expired = await call(later.url, '/echo/order-8', { token: expiring.token });
+        t.match(expired.json(), { error: 'permit_rejected', status: 403, reason: 'PERMIT_EXPIRED' }, 'expired: the envelope');
+        t.equal(
+          (await later.metrics.verifications.get()).values.find((value) => value.labels.reason === 'PERMIT_EXPIRED')?.value,
+          1,
+          'expired: counted with its reason',
+        );
 
         t.equal(received.length, afterUse, 'no refused request reached the upstream');
         t.equal(afterUse, before + 1, 'only the one permitted request did');

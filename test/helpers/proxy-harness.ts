@@ -46,7 +46,7 @@ export const wireFacts = {
   account_code: { body: '/account_code' },
 };
 
-/** Routes: POST /echo/:id (enforce), /s/echo/:id (shadow), /b/echo (id from the body), /wires (payments.wire). */
+/** Routes: POST /echo/:id (enforce), /s/echo/:id (shadow), /b/echo (id from the body), /wires (payments.wire), /staging/echo/:id (environment staging). */
 export function proxyConfig(organization: string, upstream: string, overrides: Partial<ProxyConfigInput> = {}): ProxyConfig {
   return parseProxyConfig({
     upstream,
@@ -58,6 +58,7 @@ export function proxyConfig(organization: string, upstream: string, overrides: P
       { name: 'echo-shadow', match: { method: 'POST', path: '/s/echo/:id' }, action_type: 'demo.echo', mode: 'shadow', facts: echoFacts() },
       { name: 'echo-body', match: { method: 'POST', path: '/b/echo' }, action_type: 'demo.echo', max_body_bytes: 64, facts: echoFacts({ body: '/id' }) },
       { name: 'wire', match: { method: 'POST', path: '/wires' }, action_type: 'payments.wire', facts: wireFacts },
+      { name: 'echo-staging', match: { method: 'POST', path: '/staging/echo/:id' }, action_type: 'demo.echo', facts: { ...echoFacts(), environment: { const: 'staging' } } },
     ],
     ...overrides,
   });
