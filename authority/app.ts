@@ -37,9 +37,11 @@ import type { PolicyVersions } from './policy/versions.js';
 import { RateLimiter } from './ratelimit/limiter.js';
 import { auditKeysFrom } from './signing/audit-keys.js';
 import type { SigningKeys } from './signing/keys.js';
+import type { SecretBox } from './signing/secret-box.js';
 import type { Db } from './store/db.js';
 import { GroupCommit } from './store/group-commit.js';
 import type { Clock } from './time.js';
+import { webhookRoutes } from './webhooks/routes.js';
 
 export interface AuthorityDeps {
   config: AuthorityConfig;
@@ -51,6 +53,8 @@ export interface AuthorityDeps {
   jwt: JwtVerifier | null;
   keys: SigningKeys;
   policies: PolicyVersions;
+  /** Seals secrets at rest (webhook signing secrets). */
+  secrets: SecretBox;
 }
 
 export const BODY_LIMIT_BYTES = 64 * 1024;
@@ -118,6 +122,7 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
   effectRoutes(app, deps);
   approvalRoutes(app, deps);
   escalationRoutes(app, deps);
+  webhookRoutes(app, deps);
   auditRoutes(app, { db: deps.db, keys: auditKeysFrom(deps.keys), clock: deps.clock });
 
   await app.ready();

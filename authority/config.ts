@@ -58,6 +58,40 @@ const DEFAULT_PLANS = {
   enterprise: { per_minute: 5000, burst: 10000 },
 };
 
+/** DESIGN.md "webhooks": retry after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h. */
+export const DEFAULT_RETRY_SCHEDULE_MS = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000];
+
+const WEBHOOK_CONFIG_DEFAULTS = {
+  allow_private_targets: false,
+  retry_schedule_ms: DEFAULT_RETRY_SCHEDULE_MS,
+  jitter: 0.2,
+  worker_interval_ms: 1_000,
+  batch_size: 50,
+  lease_margin_ms: 30_000,
+};
+
+const WebhooksConfig = z
+  .object({
+    /**
+     * Deliver to targets that resolve to private, loopback or link-local addresses. Off by
+     * default (a webhook URL must not reach the authority's own network); development and tests
+     * turn it on to deliver to a receiver on localhost.
+     */
+    allow_private_targets: z.boolean().default(false),
+    /** The wait after the 1st, 2nd, … failed attempt; the last entry repeats for longer rounds. */
+    retry_schedule_ms: z.array(z.number().int().min(0).max(7 * 24 * 3600 * 1000)).min(1).max(50).default(DEFAULT_RETRY_SCHEDULE_MS),
+    /** Each wait is randomised by up to ± this fraction (0.2 = ±20 %), so retries do not stampede. */
+    jitter: z.number().min(0).max(1).default(0.2),
+    /** How often a worker looks for due deliveries. */
+    worker_interval_ms: z.number().int().min(10).max(3_600_000).default(1_000),
+    /** Deliveries one worker pass claims and sends at once. */
+    batch_size: z.number().int().min(1).max(1_000).default(50),
+    /** A claimed attempt's lease beyond its timeout: after it, a stopped worker's attempt is sent again. */
+    lease_margin_ms: z.number().int().min(0).max(3_600_000).default(30_000),
+  })
+  .strict();
+export type WebhooksConfig = z.infer<typeof WebhooksConfig>;
+
 export const AuthorityConfig = z
   .object({
     listen: HostPort.default({ host: '127.0.0.1', port: 7070 }),
@@ -119,6 +153,7 @@ export const AuthorityConfig = z
       })
       .strict()
       .default({ auto_approve_below: null, default_timeout_ms: 3_600_000, sweep_interval_ms: 5_000, organizations: {} }),
+    webhooks: WebhooksConfig.default(WEBHOOK_CONFIG_DEFAULTS),
     /** The policy loaded into organization `default` on first start; unset: the example shipped in config/policies/. */
     bootstrap_policy: z.string().min(1).optional(),
     rate_limits: z

@@ -28,6 +28,7 @@ import { PolicyVersions } from './policy/versions.js';
 import { auditKeysFrom } from './signing/audit-keys.js';
 import { openSecretBox, openSigning } from './signing/open.js';
 import { startVerificationDrain } from './verifications/drain.js';
+import { startWebhookWorker } from './webhooks/worker.js';
 import type { Db } from './store/db.js';
 import { migrate } from './store/migrate.js';
 import { openDb } from './store/open.js';
@@ -99,7 +100,7 @@ export async function startAuthority(config: AuthorityConfig, options: StartOpti
     resources.add(() => store.close());
     const metrics = createAuthorityMetrics();
     const jwt = config.auth.jwt ? await createJwtVerifier(config.auth.jwt) : null;
-    const deps = { config, db, store, clock, metrics, logger, jwt, keys, policies };
+    const deps = { config, db, store, clock, metrics, logger, jwt, keys, policies, secrets: box };
 
     const app = await buildAuthorityApp(deps);
     resources.add(() => app.close());
@@ -124,6 +125,9 @@ export async function startAuthority(config: AuthorityConfig, options: StartOpti
     // Approval requests nobody decided in time are recorded as expired, in the chain.
     const approvalSweeper = startApprovalExpirySweeper({ db, clock }, { intervalMs: config.escalations.sweep_interval_ms, logger });
     resources.add(() => approvalSweeper.stop());
+    // Webhook deliveries from the outbox; every replica runs a worker (claims never overlap).
+    const webhookWorker = startWebhookWorker({ db, box, clock, metrics, config: config.webhooks, logger });
+    resources.add(() => webhookWorker.stop());
     await app.listen({ host: config.listen.host, port: config.listen.port });
     await admin.listen({ host: config.admin_listen.host, port: config.admin_listen.port });
 

@@ -24,6 +24,8 @@ export interface AuthorityMetrics {
   auditAppendFailures: Counter<'operation'>;
   credentialCache: Counter<'result'>;
   escalations: Counter<'status'>;
+  webhookDeliveries: Counter<'result'>;
+  webhookDeadLetters: Counter;
 }
 
 export function createAuthorityMetrics(): AuthorityMetrics {
@@ -99,6 +101,17 @@ export function createAuthorityMetrics(): AuthorityMetrics {
       name: 'countersign_escalations_total',
       help: 'Escalations entering each status (pending, escalated, approved, rejected, timed_out, auto_approved) through the escalation endpoints and the timeout sweeper.',
       labelNames: ['status'],
+      registers,
+    }),
+    webhookDeliveries: new Counter({
+      name: 'countersign_webhook_deliveries_total',
+      help: 'Webhook delivery attempts by result: delivered (a 2xx answer) or failed (any other answer, a network error, a timeout).',
+      labelNames: ['result'],
+      registers,
+    }),
+    webhookDeadLetters: new Counter({
+      name: 'countersign_webhook_dead_letters_total',
+      help: 'Webhook deliveries moved to the dead-letter queue after their last attempt failed.',
       registers,
     }),
   };

@@ -10,6 +10,7 @@ import type { Principal } from '../auth/principal.js';
 import { requirePermit } from '../permits/permits.js';
 import type { Db } from '../store/db.js';
 import type { Clock } from '../time.js';
+import { enqueueWebhookEvents } from '../webhooks/outbox.js';
 
 export function effectRoutes(app: FastifyInstance, deps: { db: Db; clock: Clock }): void {
   app.withTypeProvider<ZodTypeProvider>().post(
@@ -21,8 +22,8 @@ export function effectRoutes(app: FastifyInstance, deps: { db: Db; clock: Clock 
       const permit = await requirePermit(deps.db, principal.org.id, body.permit_id, deps.clock);
       const now = new Date(deps.clock.now());
       const occurredAt = body.occurred_at ? new Date(body.occurred_at) : now;
-      const event = await deps.db.transaction((tx) =>
-        appendAuditEvent(
+      const event = await deps.db.transaction(async (tx) => {
+        const appended = await appendAuditEvent(
           tx,
           {
             orgId: principal.org.id,
@@ -43,8 +44,10 @@ export function effectRoutes(app: FastifyInstance, deps: { db: Db; clock: Clock 
             },
           },
           now,
-        ),
-      );
+        );
+        await enqueueWebhookEvents(tx, [appended]);
+        return appended;
+      });
       return reply.code(201).send({
         effect: { id: event.id, permit_id: permit.id, status: body.status, sequence: event.sequence, hash: event.hash, occurred_at: occurredAt.toISOString() },
       });

@@ -1,13 +1,13 @@
 /**
- * The webhook outbox: the seam through which every appended audit event will reach the
+ * The webhook outbox: the seam through which every appended audit event reaches the
  * organization's webhook subscribers. Callers invoke it with the events they just appended,
- * inside the same transaction, so a delivery exists exactly when its event does.
+ * inside the same transaction, so a delivery exists exactly when its event does (DESIGN.md
+ * "webhooks"). For each event it writes one `pending` delivery per matching active subscription
+ * (`event_types` null, or containing the event's type), due at once; workers claim them later
+ * with `FOR UPDATE SKIP LOCKED` (deliveries.ts). A delivery's payload is the event's payload.
  *
- * Today it does nothing. Issue 6 (webhooks) fills it: for each event it writes one delivery row
- * per matching active subscription (`event_types` null or containing the event's type) in the
- * caller's transaction (DESIGN.md "webhooks": deliveries are written in the same transaction as
- * the event), and workers claim them later with `FOR UPDATE SKIP LOCKED`. The payload of a
- * delivery is the event's `payload`.
+ * Evaluations append their events in SQL (countersign_store_evaluations), which writes their
+ * deliveries itself with the same rule (migration 0010).
  *
  * @example
  *   await db.transaction(async (tx) => {
@@ -15,9 +15,51 @@
  *     await enqueueWebhookEvents(tx, appended);
  *   });
  */
+import { randomUUID } from 'node:crypto';
 import type { AuditEvent } from '../audit/types.js';
 import type { Queryable } from '../store/db.js';
 
-export async function enqueueWebhookEvents(_tx: Queryable, _events: AuditEvent[]): Promise<void> {
-  // Intentionally empty until issue 6: no subscriptions exist yet, so there is nothing to deliver.
+/** One statement whatever the number of events; nothing is written when no subscription matches. */
+export async function enqueueWebhookEvents(tx: Queryable, events: AuditEvent[]): Promise<void> {
+  if (events.length === 0) return;
+  const rows = events.map((event) => ({
+    id: event.id,
+    org_id: event.orgId,
+    sequence: event.sequence,
+    type: event.type,
+    payload: event.payload,
+    at: event.createdAt.toISOString(),
+  }));
+  await tx.query(
+    `INSERT INTO webhook_deliveries (id, org_id, subscription_id, event_id, event_sequence, event_type, payload, status,
+                                     attempts, replay_base, next_attempt_at, created_at, updated_at)
+     SELECT gen_random_uuid(), e.org_id, sub.id, e.id, e.sequence, e.type, e.payload, 'pending', 0, 0, e.at, e.at, e.at
+     FROM jsonb_to_recordset($1::jsonb) AS e(id uuid, org_id uuid, sequence bigint, type text, payload jsonb, at timestamptz)
+     JOIN webhook_subscriptions sub
+       ON sub.org_id = e.org_id AND sub.is_active AND (sub.event_types IS NULL OR e.type = ANY (sub.event_types))`,
+    [JSON.stringify(rows)],
+  );
+}
+
+/**
+ * Queues a `webhook.test` delivery for one subscription, whatever its `event_types` filter, and
+ * returns its id. It records no audit event: it changes nothing but the outbox.
+ */
+export async function enqueueTestDelivery(tx: Queryable, subscription: { id: string; orgId: string }, now: Date, requestedBy: string): Promise<string> {
+  const id = randomUUID();
+  const payload = {
+    type: 'webhook.test',
+    org_id: subscription.orgId,
+    subscription_id: subscription.id,
+    requested_by: requestedBy,
+    occurred_at: now.toISOString(),
+    details: { message: 'This is a test delivery from Countersign. It authorizes nothing.' },
+  };
+  await tx.query(
+    `INSERT INTO webhook_deliveries (id, org_id, subscription_id, event_id, event_sequence, event_type, payload, status,
+                                     attempts, replay_base, next_attempt_at, created_at, updated_at)
+     VALUES ($1, $2, $3, NULL, NULL, 'webhook.test', $4::jsonb, 'pending', 0, 0, $5, $5, $5)`,
+    [id, subscription.orgId, subscription.id, JSON.stringify(payload), now],
+  );
+  return id;
 }

@@ -34,6 +34,8 @@ export interface TestAuthority {
   metrics: AuthorityMetrics;
   keys: SigningKeys;
   policies: PolicyVersions;
+  /** The box the app seals secrets with (webhook signing secrets). */
+  secrets: SecretBox;
   idp: TestIdp;
   acme: Organization;
   globex: Organization;
@@ -67,7 +69,8 @@ export async function createTestAuthority(
     },
   });
   const metrics = createAuthorityMetrics();
-  const keys = new SigningKeys(db, new SecretBox(randomBytes(32)), clock, { publishBeforeUseMs: 120_000 });
+  const secrets = new SecretBox(randomBytes(32));
+  const keys = new SigningKeys(db, secrets, clock, { publishBeforeUseMs: 120_000 });
   await keys.ensure('permit');
   await keys.ensure('audit');
   const policies = new PolicyVersions(db, clock);
@@ -104,6 +107,7 @@ export async function createTestAuthority(
     jwt: config.auth.jwt ? await createJwtVerifier(config.auth.jwt) : null,
     keys,
     policies,
+    secrets,
   });
   return {
     app,
@@ -112,6 +116,7 @@ export async function createTestAuthority(
     metrics,
     keys,
     policies,
+    secrets,
     idp,
     acme,
     globex,

@@ -68,6 +68,9 @@ const ENDPOINTS: Endpoint[] = [
   ...['/v1-verify-permit', '/functions/v1/v1-verify-permit'].map(
     (route): Endpoint => ({ method: 'POST', route, url: () => route, body: (f) => ({ permit_token: f.permitToken, ...demo }), anyOf: ['verify:execute'], success: 200 }),
   ),
+  ...['/v1-webhooks', '/functions/v1/v1-webhooks'].map(
+    (route): Endpoint => ({ method: 'POST', route, url: () => route, body: () => ({ action: 'list' }), anyOf: ['webhooks:write'], success: 200 }),
+  ),
   { method: 'GET', route: '/v1/permit-keys', url: () => '/v1/permit-keys', anyOf: ['verify:execute'], success: 200 },
   { method: 'GET', route: '/v1/permits', url: () => '/v1/permits', anyOf: ['permits:read'], success: 200 },
   { method: 'GET', route: '/v1/permits/:id', url: (f) => `/v1/permits/${f.permitId}`, anyOf: ['permits:read'], acmeResource: true, success: 200 },

@@ -61,6 +61,27 @@ const body = fc.oneof(
       { requiredKeys: [] },
     )
     .map((value) => JSON.stringify(value)),
+  fc
+    .record(
+      {
+        action: fc.oneof(fc.constantFrom('create', 'list', 'update', 'delete', 'rotate_secret', 'test', 'list_deliveries', 'replay'), fc.string(), fc.jsonValue()),
+        name: fc.oneof(fc.string({ unit: 'binary' }), fc.jsonValue()),
+        url: fc.oneof(fc.webUrl(), fc.constantFrom('http://127.0.0.1/', 'ftp://x/', 'http://[::1]/'), fc.string({ unit: 'binary' }), fc.jsonValue()),
+        event_types: fc.oneof(fc.constant(null), fc.array(fc.oneof(fc.constantFrom('policy.updated', 'webhook.test'), fc.string())), fc.jsonValue()),
+        max_attempts: fc.oneof(fc.integer(), fc.double(), fc.jsonValue()),
+        timeout_seconds: fc.oneof(fc.integer(), fc.double(), fc.jsonValue()),
+        is_active: fc.oneof(fc.boolean(), fc.jsonValue()),
+        id: fc.oneof(fc.uuid(), fc.string(), fc.jsonValue()),
+        delivery_id: fc.oneof(fc.uuid(), fc.string(), fc.jsonValue()),
+        subscription_id: fc.oneof(fc.uuid(), fc.string(), fc.jsonValue()),
+        patch: fc.oneof(fc.record({ name: fc.string({ unit: 'binary' }), url: fc.oneof(fc.webUrl(), fc.string()), event_types: fc.jsonValue(), is_active: fc.jsonValue() }, { requiredKeys: [] }), fc.jsonValue()),
+        cursor: fc.oneof(fc.string({ unit: 'binary' }), fc.base64String()),
+        limit: fc.oneof(fc.integer(), fc.jsonValue()),
+        status: fc.oneof(fc.constantFrom('failed', 'dead_lettered'), fc.string()),
+      },
+      { requiredKeys: [] },
+    )
+    .map((value) => JSON.stringify(value)),
   fc.uint8Array({ maxLength: 4096 }).map((bytes) => Buffer.from(bytes)),
   fc.string({ maxLength: 512 }),
 );
@@ -144,6 +165,8 @@ t.test('random bodies to every endpoint: never a 5xx, always the envelope', asyn
     ['GET', '/v1/escalations/not-an-id'],
     ['POST', `/v1/escalations/${escalationId}/respond`],
     ['POST', '/v1/escalations/00000000-0000-4000-8000-000000000000/respond'],
+    ['POST', '/v1-webhooks'],
+    ['POST', '/functions/v1/v1-webhooks'],
     ['POST', '/v1/evaluate-nothing-here'],
     ['PUT', '/v1/api-keys'],
   ] as const;
