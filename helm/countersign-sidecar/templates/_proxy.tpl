@@ -1,0 +1,159 @@
+{{/*
+Countersign proxy sidecar: named templates for an application chart.
+
+Every template takes a dict: (dict "root" $ "proxy" .Values.countersignProxy)
+
+  countersign-sidecar.container   the proxy container (list item under spec.containers)
+  countersign-sidecar.volumes     its volumes (list items under spec.volumes)
+  countersign-sidecar.configmap   the ConfigMap holding proxy.yaml (a whole document)
+  countersign-sidecar.configMapName
+  countersign-sidecar.port        the proxy port (7080): point the app's Service targetPort here
+
+The ConfigMap is mounted as a directory (no subPath) and the pod template carries no checksum of
+it: a change of a route's mode is an in-place ConfigMap update that the kubelet projects into the
+running pods (about a minute) and the proxy reloads on its file watch, without a restart.
+*/}}
+
+{{- define "countersign-sidecar.defaults" -}}
+image:
+  repository: ghcr.io/countersign/countersign
+  tag: "0.1.0"
+  pullPolicy: IfNotPresent
+upstreamPort: 8080
+authorityUrl: http://countersign.countersign.svc:7070
+organization: ""
+apiKeySecret: { name: countersign-proxy, key: api-key }
+redisUrlSecret: { name: countersign-proxy, key: redis-url }
+mode: enforce
+unmatched: pass
+permitHeader: X-Service-Permit
+issuer: countersign
+audience: "countersign:gate"
+maxBodyBytes: 65536
+logLevel: info
+routes: []
+resources:
+  requests: { cpu: 50m, memory: 64Mi }
+  limits: { memory: 256Mi }
+nodeOptions: "--max-semi-space-size=2"
+{{- end -}}
+
+{{/* The merged proxy values: the caller's over the defaults. */}}
+{{- define "countersign-sidecar.values" -}}
+{{- $defaults := include "countersign-sidecar.defaults" . | fromYaml -}}
+{{- toYaml (mergeOverwrite $defaults (deepCopy (default dict .proxy))) -}}
+{{- end -}}
+
+{{- define "countersign-sidecar.port" -}}7080{{- end -}}
+{{- define "countersign-sidecar.adminPort" -}}7081{{- end -}}
+
+{{- define "countersign-sidecar.configMapName" -}}
+{{- printf "%s-countersign-proxy" (.root.Values.fullnameOverride | default (printf "%s-%s" .root.Release.Name .root.Chart.Name)) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* proxy.yaml as the proxy reads it. listen/admin_listen come from the environment. */}}
+{{- define "countersign-sidecar.proxyConfig" -}}
+{{- $v := include "countersign-sidecar.values" . | fromYaml -}}
+{{- if not $v.organization }}{{ fail "countersignProxy.organization is required (the organization id this gate serves)" }}{{ end -}}
+{{- if not $v.routes }}{{ fail "countersignProxy.routes needs at least one route" }}{{ end -}}
+{{- $cfg := dict
+  "upstream" (printf "http://127.0.0.1:%v" $v.upstreamPort)
+  "authority" (dict "url" $v.authorityUrl "api_key_file" "/etc/countersign-proxy-key/api-key")
+  "organization" $v.organization
+  "issuer" $v.issuer
+  "audience" $v.audience
+  "mode" $v.mode
+  "permit_header" $v.permitHeader
+  "unmatched" $v.unmatched
+  "max_body_bytes" $v.maxBodyBytes
+  "log_level" $v.logLevel
+  "routes" $v.routes -}}
+{{- toYaml $cfg -}}
+{{- end -}}
+
+{{- define "countersign-sidecar.configmap" -}}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ include "countersign-sidecar.configMapName" . }}
+  labels:
+    app.kubernetes.io/instance: {{ .root.Release.Name }}
+    app.kubernetes.io/component: countersign-proxy
+    app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+data:
+  proxy.yaml: |
+    {{- include "countersign-sidecar.proxyConfig" . | nindent 4 }}
+{{- end -}}
+
+{{- define "countersign-sidecar.container" -}}
+{{- $v := include "countersign-sidecar.values" . | fromYaml -}}
+- name: countersign-proxy
+  image: {{ printf "%s:%s" $v.image.repository $v.image.tag }}
+  imagePullPolicy: {{ $v.image.pullPolicy }}
+  args: ["proxy", "--config", "/etc/countersign-proxy/proxy.yaml"]
+  env:
+    # A 2 MB young generation: about 30 MB less RSS under load at no measurable CPU cost
+    # (README, Performance → Proxy; the benchmark runs the proxy with the same flags).
+    - name: NODE_OPTIONS
+      value: {{ $v.nodeOptions | quote }}
+    - name: COUNTERSIGN_PROXY_LISTEN
+      value: "0.0.0.0:7080"
+    - name: COUNTERSIGN_PROXY_ADMIN_LISTEN
+      value: "0.0.0.0:7081"
+    - name: REDIS_URL
+      valueFrom:
+        secretKeyRef:
+          name: {{ $v.redisUrlSecret.name }}
+          key: {{ $v.redisUrlSecret.key }}
+  ports:
+    - name: cs-proxy
+      containerPort: 7080
+      protocol: TCP
+    - name: cs-proxy-admin
+      containerPort: 7081
+      protocol: TCP
+  startupProbe:
+    httpGet: { path: /healthz, port: cs-proxy-admin }
+    periodSeconds: 2
+    failureThreshold: 30
+  livenessProbe:
+    httpGet: { path: /healthz, port: cs-proxy-admin }
+    periodSeconds: 10
+    failureThreshold: 3
+  readinessProbe:
+    httpGet: { path: /readyz, port: cs-proxy-admin }
+    periodSeconds: 5
+    failureThreshold: 3
+  securityContext:
+    runAsNonRoot: true
+    runAsUser: 1000
+    runAsGroup: 1000
+    readOnlyRootFilesystem: true
+    allowPrivilegeEscalation: false
+    capabilities: { drop: [ALL] }
+  resources:
+    {{- toYaml $v.resources | nindent 4 }}
+  volumeMounts:
+    # A directory mount (no subPath): the kubelet swaps the ..data symlink on a ConfigMap update
+    # and the proxy's file watch reloads proxy.yaml.
+    - name: countersign-proxy-config
+      mountPath: /etc/countersign-proxy
+      readOnly: true
+    - name: countersign-proxy-key
+      mountPath: /etc/countersign-proxy-key
+      readOnly: true
+{{- end -}}
+
+{{- define "countersign-sidecar.volumes" -}}
+{{- $v := include "countersign-sidecar.values" . | fromYaml -}}
+- name: countersign-proxy-config
+  configMap:
+    name: {{ include "countersign-sidecar.configMapName" . }}
+- name: countersign-proxy-key
+  secret:
+    secretName: {{ $v.apiKeySecret.name }}
+    defaultMode: 0400
+    items:
+      - key: {{ $v.apiKeySecret.key }}
+        path: api-key
+{{- end -}}

