@@ -8,7 +8,7 @@
  *
  * @example
  *   await store.revoke(permitStoreKey('org_1', jti), ttlMs);          // permit:{org_1}:<jti>
- *   await store.consumeOnce(permitStoreKey('org_1', jti), ttlMs, {
+ *   await store.consumePermit(permitStoreKey('org_1', jti), ttlMs, {
  *     stream: verificationStream('org_1'),                           // verifications:{org_1}
  *     fields: { permit_id: jti },
  *   });

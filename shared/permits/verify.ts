@@ -268,7 +268,7 @@ function checkBinding(claims: PermitClaims, binding: PermitBinding): VerifyOutco
  *
  * @example
  *   const keys = staticKeyResolver(JSON.parse(await readFile('permit-keys.json', 'utf8')));
- *   await keys.resolve('2026-11'); // CryptoKey, or null
+ *   await keys.resolve('2026-11'); // a KeyObject, or null
  */
 export function staticKeyResolver(jwks: { keys: readonly JWK[] }): PermitKeyResolver {
   let imported: Map<string, PermitVerificationKey> | undefined;

@@ -8,7 +8,7 @@
  *
  * @example
  *   const record = verificationRecordFields({ kind: 'permit.verified', permit_id: jti, … });
- *   await store.consumeOnce(permitStoreKey(org, jti), ttlMs, { stream: verificationStream(org), fields: record });
+ *   await store.consumePermit(permitStoreKey(org, jti), ttlMs, { stream: verificationStream(org), fields: record });
  */
 import { z } from 'zod';
 
