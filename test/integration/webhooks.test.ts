@@ -10,12 +10,15 @@ import { createHmac } from 'node:crypto';
 import t from 'tap';
 import { readBootstrapPolicy } from '../../authority/orgs/bootstrap.js';
 import { parseAuthorityConfig, type AuthorityConfigInput } from '../../authority/config.js';
+import { drainVerificationRecords } from '../../authority/verifications/drain.js';
 import { claimDueDeliveries } from '../../authority/webhooks/deliveries.js';
 import { deliveryAgent } from '../../authority/webhooks/targets.js';
 import { sendAttempt, startWebhookWorker, type WebhookWorker } from '../../authority/webhooks/worker.js';
 import { verifyWebhook } from '../../shared/client/webhooks.js';
 import { createLogger } from '../../shared/logging.js';
 import { ErrorEnvelope } from '../../shared/wire/envelope.js';
+import { verificationStream } from '../../shared/permits/store-keys.js';
+import { verificationRecordFields, type VerificationRecord } from '../../shared/wire/verification-records.js';
 import { WebhookDeliveryBody, type WebhookDeliveryWire } from '../../shared/wire/webhooks.js';
 import { withTestAuthority, type TestAuthority } from '../helpers/authority.js';
 import { appBackends, realServersMissing } from '../helpers/backends.js';
@@ -401,9 +404,35 @@ for (const backend of appBackends()) {
         await authority.app.inject({ method: 'POST', url: `/v1/permits/${other.permit_id}/revoke`, headers, payload: {} });
         await hooks.putPolicy();
         await authority.app.inject({ method: 'POST', url: '/v1/escalations', headers: { ...headers, authorization: `Bearer ${await authority.key(['evaluate:write'])}` }, payload: { agentId: 'bot', escalationReason: 'why' } });
+        // A hold opens an approval request; resolving it is another event.
+        const held = await authority.app.inject({
+          method: 'POST', url: '/v1/evaluate', headers,
+          payload: { action_type: 'payments.wire', actor_id: 'finance-bot', context: { environment: 'production', amount_usd: 50_000, account_code: 'OPS-001' } },
+        });
+        const approvalId = held.json().approval_request_id as string;
+        const resolved = await authority.app.inject({ method: 'POST', url: `/v1/approvals/${approvalId}/resolve`, headers, payload: { decision: 'approve' } });
+        t.equal(resolved.statusCode, 200);
+        // A gate's records reach the audit log through the drain, which writes their deliveries too.
+        const gateRecord = (kind: VerificationRecord['kind'], code = '') =>
+          verificationRecordFields({
+            kind, gate: 'proxy:echo', mode: 'enforce', at: new Date(authority.clock.now()).toISOString(), request_id: `gate-${kind}`,
+            permit_id: other.permit_id, action_type: 'demo.echo', actor_id: 'demo-agent', code, reason: code === '' ? '' : 'refused',
+            upstream_status: kind === 'execution.observed' ? '201' : '', duration_ms: kind === 'execution.observed' ? '3' : '',
+          });
+        for (const [kind, code] of [['permit.rejected', 'PERMIT_REVOKED'], ['execution.observed', '']] as const) {
+          await authority.backend.store.appendRecord(verificationStream(authority.acme.id), gateRecord(kind, code));
+        }
+        const drained = await drainVerificationRecords({ db: authority.backend.db, store: authority.backend.store, clock: authority.clock }, { orgIds: [authority.acme.id] });
+        t.equal(drained.recorded, 2);
         const events = await authority.backend.db.query<{ id: string; type: string }>('SELECT id, type FROM audit_events WHERE org_id = $1 AND sequence > 1 ORDER BY sequence', [authority.acme.id]);
         const deliveries = await authority.backend.db.query<{ event_id: string; event_type: string }>('SELECT event_id, event_type FROM webhook_deliveries WHERE org_id = $1', [authority.acme.id]);
-        t.same(new Set(events.map((e) => e.type)), new Set(['evaluation.decided', 'permit.issued', 'permit.verified', 'effect.reported', 'permit.revoked', 'policy.updated', 'escalation.created']));
+        t.same(
+          new Set(events.map((e) => e.type)),
+          new Set([
+            'evaluation.decided', 'permit.issued', 'permit.verified', 'effect.reported', 'permit.revoked', 'policy.updated', 'escalation.created',
+            'approval.requested', 'approval.resolved', 'permit.rejected', 'execution.observed',
+          ]),
+        );
         t.same(deliveries.map((d) => d.event_id).sort(), events.map((e) => e.id).sort(), 'one delivery per event appended after the subscription');
         const globex = await authority.backend.db.query('SELECT 1 FROM webhook_deliveries WHERE org_id = $1', [authority.globex.id]);
         t.equal(globex.length, 0, "another organization's subscriptions hear nothing");
