@@ -24,7 +24,7 @@ import { ensureHelm } from './helm-binary.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
-type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; annotations?: Record<string, string> }; [key: string]: any };
+type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; annotations?: Record<string, string>; labels?: Record<string, string> }; [key: string]: any };
 
 const MODELS: Record<string, new (data: any) => { validate(): void }> = {
   'v1/ConfigMap': ConfigMap,
@@ -37,7 +37,7 @@ const MODELS: Record<string, new (data: any) => { validate(): void }> = {
   'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
 };
 // Prometheus Operator custom resources: kubernetes-models has no schema for them.
-const CUSTOM = new Set(['monitoring.coreos.com/v1/ServiceMonitor', 'monitoring.coreos.com/v1/PrometheusRule']);
+const CUSTOM = new Set(['monitoring.coreos.com/v1/ServiceMonitor', 'monitoring.coreos.com/v1/PodMonitor', 'monitoring.coreos.com/v1/PrometheusRule']);
 
 let helm = '';
 let work = '';
@@ -185,6 +185,23 @@ if (helm) {
     t.same(config.routes.map((r) => [r.name, r.mode]), [['payments-wire', 'shadow'], ['payments-refund', 'enforce']]);
     const annotations = JSON.stringify(deploy!.spec.template.metadata.annotations ?? {});
     t.notMatch(annotations, /checksum/, 'no checksum annotation on the pod template');
+  });
+
+  t.test('example application: a PodMonitor for the sidecars\' admin port when podMonitor.enabled, none by default', async (t) => {
+    t.same(find(render('helm/examples/payments-app'), 'PodMonitor'), [], 'no PodMonitor by default');
+    const objects = render('helm/examples/payments-app', ['--set', 'podMonitor.enabled=true', '--set', 'podMonitor.labels.release=prom']);
+    validateAll(t, objects);
+    const monitors = find(objects, 'PodMonitor');
+    t.equal(monitors.length, 1, 'one PodMonitor');
+    const monitor = monitors[0]!;
+    t.equal(monitor.apiVersion, 'monitoring.coreos.com/v1');
+    t.equal(monitor.metadata.labels?.release, 'prom', 'extra labels for the podMonitorSelector');
+    const [deploy] = find(objects, 'Deployment');
+    t.same(monitor.spec.selector.matchLabels, deploy!.spec.template.metadata.labels, "it selects the application's pods");
+    t.same(monitor.spec.podMetricsEndpoints.map((e: any) => [e.port, e.path]), [['cs-proxy-admin', '/metrics']]);
+    const proxy = deploy!.spec.template.spec.containers.find((c: any) => c.name === 'countersign-proxy');
+    t.ok(proxy.ports.some((p: any) => p.name === 'cs-proxy-admin' && p.containerPort === 7081), 'the port it scrapes is the proxy admin port');
+    t.throws(() => render('helm/examples/payments-app', ['--set', 'podMonitor.enabled=yes']), 'the schema wants a boolean');
   });
 
   t.test('switching a route shadow → enforce changes the proxy ConfigMap, not the pod template', async (t) => {
