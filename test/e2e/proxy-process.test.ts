@@ -8,7 +8,7 @@
  * @example
  *   npx tap --disable-coverage test/e2e/proxy-process.test.ts
  */
-import { mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -237,6 +237,28 @@ for (const backend of appBackends()) {
       await writeFile(watchedFile, proxyYaml(base));
       await eventually('the watcher to switch the route back to enforce', modeIs('enforce'));
       t.equal((await post(watched.url, '/echo/order-w2')).status, 403, 'enforce again');
+    });
+
+    await t.test('a Kubernetes ConfigMap update (the kubelet swaps a ..data symlink) reloads too', async (t) => {
+      // The kubelet's atomic writer: <dir>/proxy.yaml -> ..data/proxy.yaml, ..data -> a timestamped
+      // folder. An update writes a new folder, points ..data_tmp at it, renames that over ..data,
+      // and removes the old folder. This is what docs/shadow-to-enforce.md relies on.
+      const mount = join(dir, 'configmap');
+      await mkdir(join(mount, '..2026_11_22_01'), { recursive: true });
+      await writeFile(join(mount, '..2026_11_22_01', 'proxy.yaml'), proxyYaml(base));
+      await symlink('..2026_11_22_01', join(mount, '..data'));
+      await symlink(join('..data', 'proxy.yaml'), join(mount, 'proxy.yaml'));
+      const projected = await start(join(mount, 'proxy.yaml'), { watchDebounceMs: 20 });
+      const modeIs = (mode: string) => async () => new RegExp(`route_mode\\{route="echo",mode="${mode}"\\} 1`).test(await metricsOf(projected));
+      t.ok(await modeIs('enforce')());
+
+      await mkdir(join(mount, '..2026_11_22_02'));
+      await writeFile(join(mount, '..2026_11_22_02', 'proxy.yaml'), proxyYaml({ ...base, mode: 'shadow' }));
+      await symlink('..2026_11_22_02', join(mount, '..data_tmp'));
+      await rename(join(mount, '..data_tmp'), join(mount, '..data'));
+      await rm(join(mount, '..2026_11_22_01'), { recursive: true });
+      await eventually('the watcher to pick up the projected update', modeIs('shadow'));
+      t.equal((await post(projected.url, '/echo/order-k')).status, 201, 'shadow after the ConfigMap update, without a restart');
     });
 
     await t.test('authority unreachable at start: starts, not ready, fails closed', async (t) => {
