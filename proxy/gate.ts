@@ -100,10 +100,6 @@ export interface Gate {
   check(input: GateInput): Promise<GateDecision>;
 }
 
-/** Caps of the record schema; a long request id must not make the record (and so the gate) fail. */
-const MAX_REQUEST_ID = 200;
-const MAX_REASON = 500;
-const MAX_ACTOR = 256;
 /** The core refuses anything longer before decoding; so does the unverified `sub` read. */
 const MAX_TOKEN_LENGTH = 16 * 1024;
 
@@ -295,18 +291,19 @@ interface RecordInput {
   durationMs?: string;
 }
 
+/** A record's fields; verificationRecordFields clamps each text to its cap, so a long request id cannot make the append (and so the gate) fail. */
 function record(input: RecordInput): Record<string, string> {
   return verificationRecordFields({
     kind: input.kind,
     gate: `proxy:${input.route.name}`,
     mode: input.mode,
     at: new Date(input.nowMs).toISOString(),
-    request_id: input.requestId.slice(0, MAX_REQUEST_ID),
+    request_id: input.requestId,
     permit_id: input.permitId,
     action_type: input.actionType,
-    actor_id: input.actorId.slice(0, MAX_ACTOR),
+    actor_id: input.actorId,
     code: input.code,
-    reason: input.reason.slice(0, MAX_REASON),
+    reason: input.reason,
     upstream_status: input.upstreamStatus ?? '',
     duration_ms: input.durationMs ?? '',
   });

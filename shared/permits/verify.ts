@@ -93,7 +93,8 @@ export interface VerifyPermitOptions {
 }
 
 export type VerifyOutcome =
-  | { valid: true; claims: PermitClaims; binding: 'full' | 'partial'; consumed: boolean }
+  /** A valid permit has been consumed: every permit is single use. */
+  | { valid: true; claims: PermitClaims; binding: 'full' | 'partial'; consumed: true }
   | {
       valid: false;
       code: VerifyErrorCode;

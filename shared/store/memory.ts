@@ -90,24 +90,24 @@ export class MemoryStore implements SharedStore {
   }
 
   async consumeOnce(key: string, ttlMs: number, record?: RecordAppend): Promise<boolean> {
-    this.#assertOpen();
-    const ttl = checkTtl(ttlMs);
-    if (record) checkFields(record.fields);
-    // Single-threaded: from here to the return there is no await, so check-and-set is atomic.
-    if (this.#markers.has(key)) return false;
-    reserve(this.#markers, 'consume-once markers');
-    this.#markers.set(key, true, { ttl });
-    if (record) this.#append(record.stream, record.fields);
-    return true;
+    return this.#consume(key, ttlMs, record, false) === 'consumed';
   }
 
   async consumePermit(key: string, ttlMs: number, record?: RecordAppend): Promise<PermitConsumption> {
+    return this.#consume(key, ttlMs, record, true);
+  }
+
+  /** Synchronous from the checks to the set: the revocation check and the check-and-set are one atomic step. */
+  #consume(key: string, ttlMs: number, record: RecordAppend | undefined, checkRevoked: boolean): PermitConsumption {
     this.#assertOpen();
-    checkTtl(ttlMs);
+    const ttl = checkTtl(ttlMs);
     if (record) checkFields(record.fields);
-    // No await before consumeOnce's own check-and-set: the revocation check belongs to the same step.
-    if (this.#revocations.has(key)) return 'revoked';
-    return (await this.consumeOnce(key, ttlMs, record)) ? 'consumed' : 'already_used';
+    if (checkRevoked && this.#revocations.has(key)) return 'revoked';
+    if (this.#markers.has(key)) return 'already_used';
+    reserve(this.#markers, 'consume-once markers');
+    this.#markers.set(key, true, { ttl });
+    if (record) this.#append(record.stream, record.fields);
+    return 'consumed';
   }
 
   async revoke(id: string, ttlMs: number): Promise<void> {

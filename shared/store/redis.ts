@@ -53,32 +53,15 @@ const BUCKET_EXPIRY_MARGIN_MS = 1000;
 const MAX_RECONNECT_DELAY_MS = 2000;
 
 /**
- * KEYS[1]: the marker; KEYS[2], optional: the stream. ARGV[1]: TTL in ms; ARGV[2..]: field,
- * value, ... The stream's type is checked before the marker is set, because a script is not
- * rolled back: an XADD failing after SET would consume the key without its record.
+ * consumeOnce and consumePermit. KEYS[1]: the marker; KEYS[2]: the key's revocation entry;
+ * KEYS[3], optional: the stream. ARGV[1]: '1' to refuse a revoked key (returns -1), '0' to ignore
+ * revocations; ARGV[2]: TTL in ms; ARGV[3..]: field, value, ... Returns 1 when this call set the
+ * marker, 0 when it was set already. The stream's type is checked before the marker is set,
+ * because a script is not rolled back: an XADD failing after SET would consume the key without
+ * its record.
  */
-const CONSUME_ONCE_SCRIPT = `
-if #KEYS > 1 then
-  local kind = redis.call('TYPE', KEYS[2])['ok']
-  if kind ~= 'none' and kind ~= 'stream' then
-    return redis.error_reply('WRONGTYPE the record stream key holds a ' .. kind)
-  end
-end
-if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) then
-  return 0
-end
-if #KEYS > 1 then
-  redis.call('XADD', KEYS[2], '*', unpack(ARGV, 2))
-end
-return 1
-`;
-
-/**
- * consumePermit: CONSUME_ONCE_SCRIPT behind a revocation check. KEYS[1]: the revocation key;
- * KEYS[2]: the marker; KEYS[3], optional: the stream. ARGV as above. Returns -1 when revoked.
- */
-const CONSUME_PERMIT_SCRIPT = `
-if redis.call('EXISTS', KEYS[1]) == 1 then
+const CONSUME_SCRIPT = `
+if ARGV[1] == '1' and redis.call('EXISTS', KEYS[2]) == 1 then
   return -1
 end
 if #KEYS > 2 then
@@ -87,11 +70,11 @@ if #KEYS > 2 then
     return redis.error_reply('WRONGTYPE the record stream key holds a ' .. kind)
   end
 end
-if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[1]) then
+if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[2]) then
   return 0
 end
 if #KEYS > 2 then
-  redis.call('XADD', KEYS[3], '*', unpack(ARGV, 2))
+  redis.call('XADD', KEYS[3], '*', unpack(ARGV, 3))
 end
 return 1
 `;
@@ -129,8 +112,7 @@ return {allowed, tokensText, nowText}
 `;
 
 interface ScriptedRedis extends Redis {
-  countersignConsumeOnce(numberOfKeys: number, ...keysAndArgs: string[]): Promise<number>;
-  countersignConsumePermit(numberOfKeys: number, ...keysAndArgs: string[]): Promise<number>;
+  countersignConsume(numberOfKeys: number, ...keysAndArgs: string[]): Promise<number>;
   countersignTakeToken(key: string, ...args: string[]): Promise<[number, string, string]>;
 }
 
@@ -177,41 +159,31 @@ export class RedisStore implements SharedStore {
       this.#readySignal?.resolve();
       this.#readySignal = undefined;
     });
-    client.defineCommand('countersignConsumeOnce', { lua: CONSUME_ONCE_SCRIPT });
-    client.defineCommand('countersignConsumePermit', { lua: CONSUME_PERMIT_SCRIPT });
+    client.defineCommand('countersignConsume', { lua: CONSUME_SCRIPT });
     client.defineCommand('countersignTakeToken', { numberOfKeys: 1, lua: TAKE_TOKEN_SCRIPT });
     this.#client = client;
   }
 
   async consumeOnce(key: string, ttlMs: number, record?: RecordAppend): Promise<boolean> {
-    const ttl = String(checkTtl(ttlMs));
-    if (record) checkFields(record.fields);
-    const marker = this.#key('once', key);
-    const set = await this.#run((client) =>
-      record
-        ? client.countersignConsumeOnce(
-            2,
-            marker,
-            this.#key('stream', record.stream),
-            ttl,
-            ...Object.entries(record.fields).flat(),
-          )
-        : client.countersignConsumeOnce(1, marker, ttl),
-    );
-    return set === 1;
+    return (await this.#consume(key, ttlMs, record, false)) === 1;
   }
 
   async consumePermit(key: string, ttlMs: number, record?: RecordAppend): Promise<PermitConsumption> {
+    const result = await this.#consume(key, ttlMs, record, true);
+    return result === 1 ? 'consumed' : result === -1 ? 'revoked' : 'already_used';
+  }
+
+  /** CONSUME_SCRIPT's answer: 1 set, 0 already set, -1 revoked (only with checkRevoked). */
+  async #consume(key: string, ttlMs: number, record: RecordAppend | undefined, checkRevoked: boolean): Promise<number> {
     const ttl = String(checkTtl(ttlMs));
     if (record) checkFields(record.fields);
-    const revoked = this.#key('revoked', key);
-    const marker = this.#key('once', key);
-    const result = await this.#run((client) =>
+    const keys = [this.#key('once', key), this.#key('revoked', key)];
+    const args = [checkRevoked ? '1' : '0', ttl];
+    return this.#run((client) =>
       record
-        ? client.countersignConsumePermit(3, revoked, marker, this.#key('stream', record.stream), ttl, ...Object.entries(record.fields).flat())
-        : client.countersignConsumePermit(2, revoked, marker, ttl),
+        ? client.countersignConsume(3, ...keys, this.#key('stream', record.stream), ...args, ...Object.entries(record.fields).flat())
+        : client.countersignConsume(2, ...keys, ...args),
     );
-    return result === 1 ? 'consumed' : result === -1 ? 'revoked' : 'already_used';
   }
 
   async revoke(id: string, ttlMs: number): Promise<void> {
