@@ -15,7 +15,8 @@
  * - The permit header is never forwarded (also not on pass-through: it is a credential for the
  *   gate alone), nor are client-supplied `x-countersign-*` headers, so the upstream can trust them.
  * - A permitted request (verified, not a shadow would-block) gets an `execution.observed` record
- *   after the answer; a failed append is counted and logged and never changes the answer.
+ *   after the answer, appended within a few milliseconds in a batch with others
+ *   (execution-records.ts); a failed append is counted and logged and never changes the answer.
  *
  * @example
  *   const proxy = createProxyServer({ current: () => state, gate, store, metrics, logger });
@@ -33,6 +34,7 @@ import { CountersignError } from '../shared/errors.js';
 import type { SharedStore } from '../shared/store/types.js';
 import type { ProxyConfig, ProxyRoute } from './config.js';
 import { forwardRequest, upstreamOf, type Upstream } from './forward.js';
+import { createExecutionRecords } from './execution-records.js';
 import { executionRecord, type Gate, type GateDecision } from './gate.js';
 import { UNMATCHED_ROUTE, type ProxyMetrics, type RequestOutcome } from './metrics.js';
 import { compileRouteTable, matchRoute, type RouteTable } from './routes.js';
@@ -89,20 +91,15 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     headersTimeout: options.upstreamHeadersTimeoutMs ?? 30_000,
     bodyTimeout: options.upstreamBodyTimeoutMs ?? 300_000,
   });
-  const pendingRecords = new Set<Promise<void>>();
+  const executionRecords = createExecutionRecords({
+    store,
+    stream: gate.stream,
+    onError: (error, requestId) => {
+      metrics.recordAppendFailures.inc();
+      logger.warn({ err: error, request_id: requestId }, 'could not append the execution.observed record');
+    },
+  });
   const upgradeSockets = new Set<Duplex>();
-
-  function appendExecution(fields: Record<string, string>, requestId: string): void {
-    const pending = store
-      .appendRecord(gate.stream, fields)
-      .then(() => undefined)
-      .catch((error: unknown) => {
-        metrics.recordAppendFailures.inc();
-        logger.warn({ err: error, request_id: requestId }, 'could not append the execution.observed record');
-      });
-    pendingRecords.add(pending);
-    void pending.finally(() => pendingRecords.delete(pending));
-  }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const started = performance.now();
@@ -161,7 +158,7 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     const outcome: RequestOutcome = result.status === null ? 'upstream_error' : decision.wouldBlock !== null ? 'would_block' : 'forwarded';
     observe(route.name, outcome, started);
     if (permitted) {
-      appendExecution(
+      executionRecords.add(
         executionRecord({
           route,
           mode: decision.mode,
@@ -321,7 +318,7 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
         server.close(() => resolve());
         server.closeAllConnections();
       });
-      await Promise.allSettled([...pendingRecords]);
+      await executionRecords.close();
       await agent.close();
     },
   };

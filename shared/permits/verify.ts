@@ -329,10 +329,13 @@ function decodeJsonObject(part: string): Record<string, unknown> | null {
   return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
 }
 
+/** Strict: invalid UTF-8 throws rather than turning into U+FFFD. Stateless, so one serves every call. */
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
 /** undefined when the bytes are not UTF-8 JSON. */
 function decodeJson(bytes: Uint8Array): unknown {
   try {
-    return JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes)) as unknown;
+    return JSON.parse(UTF8.decode(bytes)) as unknown;
   } catch {
     return undefined;
   }

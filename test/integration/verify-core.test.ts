@@ -191,6 +191,11 @@ t.test('missing and malformed', async (t) => {
     refusal(t, outcome, 'PERMIT_INVALID', name);
     t.equal(outcome.valid === false && outcome.claims, null, `${name}: no claims`);
   }
+  // The core's strict UTF-8 decoder serves every call: a header that ends inside a multi-byte
+  // sequence is refused and leaves nothing behind for the next permit.
+  const truncated = Buffer.concat([Buffer.from('{"alg":"EdDSA"}'), Buffer.from([0xe2, 0x82])]).toString('base64url');
+  refusal(t, await verifyPermit(options(t, `${truncated}.${p}.${s}`)), 'PERMIT_INVALID', 'header ends inside a UTF-8 sequence');
+  t.equal((await verifyPermit(options(t, token))).valid, true, 'the next permit decodes and verifies');
 });
 
 t.test('algorithm, type and key id', async (t) => {

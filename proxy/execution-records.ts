@@ -1,0 +1,98 @@
+/**
+ * The `execution.observed` records of permitted requests, appended in small batches rather than
+ * one by one. The record is written after the upstream answered, so it is not on any request's
+ * critical path; what it costs is a Redis write and read per request. Records collected over a
+ * few milliseconds go out together (ioredis pipelines the appends of one flush into one write),
+ * which takes a write and a read per request off the proxy at moderate rates, where requests do
+ * not share event-loop turns and so do not share writes on their own.
+ *
+ * `permit.verified` and `permit.rejected` are not batched: the first is appended in the same atomic
+ * step as the consume, the second before the refusal is answered.
+ *
+ * A record waits at most `flushAfterMs` (or until `maxBatch` are waiting). A failed append is
+ * reported to `onError` with its request id and never affects an answer. `close()` appends what
+ * is waiting and resolves when every append has settled, so a graceful stop loses nothing.
+ *
+ * @example
+ *   const records = createExecutionRecords({ store, stream: gate.stream, onError: (error, requestId) => log(error, requestId) });
+ *   records.add(executionRecord({ ... }), requestId);
+ *   await records.close(); // on shutdown
+ */
+import type { SharedStore } from '../shared/store/types.js';
+
+export interface ExecutionRecordsOptions {
+  store: Pick<SharedStore, 'appendRecord'>;
+  /** The organization's verification stream (the gate's). */
+  stream: string;
+  /** Called once per record whose append failed; must not throw. */
+  onError: (error: unknown, requestId: string) => void;
+  /** The longest a record waits before it is appended; default 5 ms. */
+  flushAfterMs?: number;
+  /** A batch this large is appended at once; default 64. */
+  maxBatch?: number;
+}
+
+export interface ExecutionRecords {
+  /** Queues one record's fields; appended within `flushAfterMs`. */
+  add(fields: Record<string, string>, requestId: string): void;
+  /** Appends what is waiting now; resolves when those appends have settled. */
+  flush(): Promise<void>;
+  /** Appends what is waiting and waits for every append still in flight. */
+  close(): Promise<void>;
+}
+
+interface Waiting {
+  fields: Record<string, string>;
+  requestId: string;
+}
+
+export function createExecutionRecords(options: ExecutionRecordsOptions): ExecutionRecords {
+  const { store, stream, onError } = options;
+  const flushAfterMs = options.flushAfterMs ?? 5;
+  const maxBatch = options.maxBatch ?? 64;
+  let waiting: Waiting[] = [];
+  let timer: NodeJS.Timeout | undefined;
+  const inFlight = new Set<Promise<void>>();
+
+  function flush(): Promise<void> {
+    if (timer !== undefined) {
+      clearTimeout(timer);
+      timer = undefined;
+    }
+    if (waiting.length === 0) return Promise.resolve();
+    const batch = waiting;
+    waiting = [];
+    // Issued in one turn of the event loop, so the Redis store's auto-pipelining sends them in one write.
+    const appended = Promise.all(
+      batch.map(({ fields, requestId }) =>
+        store.appendRecord(stream, fields).then(
+          () => undefined,
+          (error: unknown) => {
+            try {
+              onError(error, requestId);
+            } catch {
+              // onError must not throw; if it does, the other records of the batch still settle.
+            }
+          },
+        ),
+      ),
+    ).then(() => undefined);
+    inFlight.add(appended);
+    void appended.finally(() => inFlight.delete(appended));
+    return appended;
+  }
+
+  return {
+    add(fields, requestId) {
+      waiting.push({ fields, requestId });
+      if (waiting.length >= maxBatch) void flush();
+      // unref: a waiting record must not hold the process open; close() appends it.
+      else timer ??= setTimeout(() => void flush(), flushAfterMs).unref();
+    },
+    flush,
+    async close() {
+      await flush();
+      await Promise.allSettled([...inFlight]);
+    },
+  };
+}
