@@ -26,7 +26,7 @@ import { escalationRoutes } from './escalations/routes.js';
 import { evaluateRoutes } from './evaluate/routes.js';
 import { storeEvaluations } from './evaluate/store.js';
 import { healthRoutes } from './health/routes.js';
-import { installErrorHandling } from './http/errors.js';
+import { answerFrameworkError, installErrorHandling } from './http/errors.js';
 import { installGuard } from './http/guard.js';
 import type { AuthorityMetrics } from './metrics.js';
 import { PublishedKeyResolver } from './permits/key-resolver.js';
@@ -75,6 +75,7 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
     trustProxy: deps.config.trust_proxy,
     forceCloseConnections: 'idle',
     return503OnClosing: true,
+    frameworkErrors: answerFrameworkError,
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
@@ -135,6 +136,7 @@ export async function buildAdminApp(deps: Pick<AuthorityDeps, 'db' | 'store' | '
     loggerInstance: deps.logger.child({ server: 'admin' }) as FastifyBaseLogger,
     // Scrapes and probes every few seconds would drown the log.
     logController: new LogController({ disableRequestLogging: true }),
+    frameworkErrors: answerFrameworkError,
   });
   installErrorHandling(app);
   app.get('/metrics', async (_request, reply) => {

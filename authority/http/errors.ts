@@ -1,10 +1,11 @@
 /**
  * Every error leaves the authority as the envelope `{error, message, status, request_id}`:
  * our own `CountersignError`s, zod validation failures (400 with `details`), fastify's body
- * errors (413, 415, bad JSON), unknown paths (404) and methods (405, with `Allow`), and anything
+ * errors (413, 415, bad JSON), the router's URL errors (a bad percent-encoding, a path parameter
+ * over 100 characters: 400), unknown paths (404) and methods (405, with `Allow`), and anything
  * unexpected as a 500 `internal` whose message never carries a stack or internals.
  */
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import FindMyWay, { type HTTPVersion } from 'find-my-way';
 import type { z } from 'zod';
@@ -55,6 +56,29 @@ export function toCountersignError(error: unknown): CountersignError {
   if (status === 404) return new CountersignError('not_found');
   if (status !== undefined && status >= 400 && status < 500) return new CountersignError('invalid_request', 'the request is malformed');
   return new CountersignError('internal', undefined, { cause: error });
+}
+
+/**
+ * Fastify's `frameworkErrors` option: the URL errors its router raises before any route, hook or
+ * error handler runs, which it would otherwise answer with a body of its own (400 FST_ERR_BAD_URL,
+ * 414 FST_ERR_MAX_PARAM_LENGTH).
+ *
+ * @example
+ *   const app = Fastify({ frameworkErrors: answerFrameworkError });
+ */
+export function answerFrameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  const mapped =
+    error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+      ? new CountersignError('invalid_request', 'a path segment is longer than 100 characters')
+      : error.code === 'FST_ERR_BAD_URL'
+        ? new CountersignError('invalid_request', 'the path is not a valid URL (bad percent-encoding)')
+        : toCountersignError(error);
+  if (mapped.code === 'internal') request.log.error({ err: error }, 'unhandled framework error answered with 500');
+  void reply
+    .code(mapped.status)
+    .header('x-request-id', request.id)
+    .type('application/json; charset=utf-8')
+    .send(errorEnvelope(mapped, request.id));
 }
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;

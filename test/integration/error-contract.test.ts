@@ -1,6 +1,6 @@
 /**
  * The error contract on the authority's endpoints: the envelope for every failure, 400 with
- * details, 413, 415, 404, 405 with Allow, 500 without internals, X-Request-ID, and the
+ * details, 413, 415, the router's URL errors, 404, 405 with Allow, 500 without internals, X-Request-ID, and the
  * credential rules that are not a matter of the matrix (deprecation, escalation of scopes,
  * revocation taking effect, secrets never logged).
  */
@@ -102,6 +102,26 @@ t.test('unknown paths are 404 and unknown methods 405 with Allow', (t) =>
     const withParam = await app.inject({ method: 'GET', url: '/v1/api-keys/3f8a2c1e-0000-4000-8000-000000000000/revoke' });
     t.equal(withParam.statusCode, 405, 'parametric paths are recognised too');
     t.equal(withParam.headers.allow, 'POST');
+  }),
+);
+
+t.test("the router's URL errors are 400 invalid_request in the envelope, not fastify's own body", (t) =>
+  withAuthority(t, async ({ app, acmeAdmin }) => {
+    // Regression: a path parameter over 100 characters was answered 414 with fastify's
+    // FST_ERR_MAX_PARAM_LENGTH body, and a bad percent-encoding 400 with FST_ERR_BAD_URL.
+    const cases = [
+      ['GET', `/v1/permits/${'a'.repeat(101)}`, /longer than 100 characters/],
+      ['POST', `/v1/permits/${'a'.repeat(101)}/revoke`, /longer than 100 characters/],
+      ['GET', '/v1/permits/%zz', /percent-encoding/],
+    ] as const;
+    for (const [method, url, message] of cases) {
+      const response = await app.inject({ method, url, headers: json(acmeAdmin), ...(method === 'POST' ? { payload: {} } : {}) });
+      t.equal(response.statusCode, 400, `${method} ${url.slice(0, 24)}…`);
+      const envelope = ErrorEnvelope.parse(response.json());
+      t.equal(envelope.error, 'invalid_request');
+      t.match(envelope.message, message);
+      t.equal(response.headers['x-request-id'], envelope.request_id, 'the request id is in the header and the envelope');
+    }
   }),
 );
 
