@@ -7,16 +7,20 @@
  * not share event-loop turns and so do not share writes on their own.
  *
  * `permit.verified` and `permit.rejected` are not batched: the first is appended in the same atomic
- * step as the consume, the second before the refusal is answered.
+ * step as the consume, the second before the refusal is answered. The gate calls `flush()` just
+ * before it appends a `permit.rejected`, so a permit's records keep the order things happened in
+ * (its execution before a replay's refusal): the appends go out on one connection, in order.
  *
  * A record waits at most `flushAfterMs` (or until `maxBatch` are waiting). A failed append is
  * reported to `onError` with its request id and never affects an answer. `close()` appends what
  * is waiting and resolves when every append has settled, so a graceful stop loses nothing.
  *
  * @example
- *   const records = createExecutionRecords({ store, stream: gate.stream, onError: (error, requestId) => log(error, requestId) });
- *   records.add(executionRecord({ ... }), requestId);
- *   await records.close(); // on shutdown
+ *   const records = createExecutionRecords({ store, stream: verificationStream(org), onError: (error, requestId) => log(error, requestId) });
+ *   const gate = createGate({ ..., executionRecords: records });
+ *   const proxy = createProxyServer({ ..., gate, executionRecords: records });
+ *   records.add(executionRecord({ ... }), requestId); // what the server does after an answer
+ *   await records.close(); // on shutdown (proxy.close() does it)
  */
 import type { SharedStore } from '../shared/store/types.js';
 
@@ -35,7 +39,7 @@ export interface ExecutionRecordsOptions {
 export interface ExecutionRecords {
   /** Queues one record's fields; appended within `flushAfterMs`. */
   add(fields: Record<string, string>, requestId: string): void;
-  /** Appends what is waiting now; resolves when those appends have settled. */
+  /** Issues the appends of what is waiting now (synchronously, in order); resolves when they have settled. */
   flush(): Promise<void>;
   /** Appends what is waiting and waits for every append still in flight. */
   close(): Promise<void>;
@@ -86,8 +90,7 @@ export function createExecutionRecords(options: ExecutionRecordsOptions): Execut
     add(fields, requestId) {
       waiting.push({ fields, requestId });
       if (waiting.length >= maxBatch) void flush();
-      // unref: a waiting record must not hold the process open; close() appends it.
-      else timer ??= setTimeout(() => void flush(), flushAfterMs).unref();
+      else timer ??= setTimeout(() => void flush(), flushAfterMs);
     },
     flush,
     async close() {

@@ -33,6 +33,7 @@ import type { SharedStore } from '../shared/store/types.js';
 import { verificationRecordFields } from '../shared/wire/verification-records.js';
 import type { VerificationRecord } from '../shared/wire/verification-records.js';
 import type { ProxyMode, ProxyRoute } from './config.js';
+import type { ExecutionRecords } from './execution-records.js';
 import { deriveFacts } from './facts.js';
 
 export type GateErrorCode = 'permit_required' | 'permit_rejected' | 'gate_unavailable';
@@ -92,6 +93,11 @@ export interface GateOptions {
   permitHeader?: string;
   /** Called when a `permit.rejected` record could not be appended (logs, metrics); must not throw. */
   onRecordError?: (error: unknown) => void;
+  /**
+   * The server's batched `execution.observed` records (execution-records.ts). They are flushed
+   * before a `permit.rejected` is appended, so the stream keeps a permit's records in order.
+   */
+  executionRecords?: Pick<ExecutionRecords, 'flush'>;
 }
 
 export interface Gate {
@@ -119,6 +125,9 @@ export function createGate(options: GateOptions): Gate {
     actorId: string,
   ): Promise<GateDecision> {
     const mode = input.route.mode;
+    // Issued before the refusal's append, on the same connection: an execution still waiting in
+    // the batch (this permit's first use, say) reaches the stream before this replay's refusal.
+    void options.executionRecords?.flush();
     try {
       await store.appendRecord(
         stream,

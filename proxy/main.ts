@@ -34,9 +34,11 @@ import { CountersignError } from '../shared/errors.js';
 import { Resources } from '../shared/lifecycle.js';
 import { createLogger } from '../shared/logging.js';
 import { RemoteKeyResolver } from '../shared/permits/remote-keys.js';
+import { verificationStream } from '../shared/permits/store-keys.js';
 import { createSharedStore } from '../shared/store/index.js';
 import type { SharedStore } from '../shared/store/types.js';
 import { loadProxyConfig, ProxyConfigError, readProxyApiKey, type ProxyConfig } from './config.js';
+import { createExecutionRecords } from './execution-records.js';
 import { createGate, type Gate } from './gate.js';
 import { requestIdOf, sendError } from './http-messages.js';
 import { createProxyMetrics, type ProxyMetrics } from './metrics.js';
@@ -131,6 +133,16 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
     refreshTimer.unref();
     resources.add(async () => clearInterval(refreshTimer));
 
+    // execution.observed records, batched (execution-records.ts). `organization` needs a restart,
+    // so the stream stays the one the gates below append to.
+    const executionRecords = createExecutionRecords({
+      store,
+      stream: verificationStream(initial.organization),
+      onError: (error, requestId) => {
+        metrics.recordAppendFailures.inc();
+        logger.warn({ err: error, request_id: requestId }, 'could not append the execution.observed record');
+      },
+    });
     const buildGate = (config: ProxyConfig): Gate =>
       createGate({
         organization: config.organization,
@@ -144,6 +156,7 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
           metrics.recordAppendFailures.inc();
           logger.warn({ err: error }, 'could not append a verification record');
         },
+        executionRecords,
       });
     let inner = buildGate(initial);
     metrics.setRecordBacklogSource(() => store.countRecords(inner.stream));
@@ -153,7 +166,7 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
     metrics.setRouteModes(initial.routes);
     metrics.recordConfigReload(true, now());
 
-    const proxy = createProxyServer({ current: () => state, gate, store, metrics, logger });
+    const proxy = createProxyServer({ current: () => state, gate, executionRecords, metrics, logger });
     const drainTimeoutMs = options.drainTimeoutMs ?? 10_000;
     // proxy.close() cuts every connection; let the requests in flight finish first.
     resources.add(async () => {

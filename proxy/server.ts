@@ -19,7 +19,7 @@
  *   (execution-records.ts); a failed append is counted and logged and never changes the answer.
  *
  * @example
- *   const proxy = createProxyServer({ current: () => state, gate, store, metrics, logger });
+ *   const proxy = createProxyServer({ current: () => state, gate, executionRecords, metrics, logger });
  *   proxy.server.listen(config.listen.port, config.listen.host);
  *   await proxy.close(); // stops accepting, waits for pending records, closes the upstream pool
  */
@@ -31,10 +31,9 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { Agent } from 'undici';
 import { CountersignError } from '../shared/errors.js';
-import type { SharedStore } from '../shared/store/types.js';
 import type { ProxyConfig, ProxyRoute } from './config.js';
 import { forwardRequest, upstreamOf, type Upstream } from './forward.js';
-import { createExecutionRecords } from './execution-records.js';
+import type { ExecutionRecords } from './execution-records.js';
 import { executionRecord, type Gate, type GateDecision } from './gate.js';
 import { UNMATCHED_ROUTE, type ProxyMetrics, type RequestOutcome } from './metrics.js';
 import { compileRouteTable, matchRoute, type RouteTable } from './routes.js';
@@ -71,7 +70,8 @@ export interface ProxyServerOptions {
   /** A getter, so that a reload swaps the configuration and its route table in one step. */
   current: () => ProxyState;
   gate: Gate;
-  store: SharedStore;
+  /** Where permitted requests' `execution.observed` records go; the gate flushes it too. close() closes it. */
+  executionRecords: ExecutionRecords;
   metrics: ProxyMetrics;
   logger: Logger;
   /** Upstream time limits (ms); defaults 30 s for the answer's headers, 300 s between body bytes. */
@@ -85,19 +85,11 @@ export interface ProxyServer {
 }
 
 export function createProxyServer(options: ProxyServerOptions): ProxyServer {
-  const { current, gate, store, metrics, logger } = options;
+  const { current, gate, metrics, logger, executionRecords } = options;
   const agent = new Agent({
     keepAliveTimeout: 30_000,
     headersTimeout: options.upstreamHeadersTimeoutMs ?? 30_000,
     bodyTimeout: options.upstreamBodyTimeoutMs ?? 300_000,
-  });
-  const executionRecords = createExecutionRecords({
-    store,
-    stream: gate.stream,
-    onError: (error, requestId) => {
-      metrics.recordAppendFailures.inc();
-      logger.warn({ err: error, request_id: requestId }, 'could not append the execution.observed record');
-    },
   });
   const upgradeSockets = new Set<Duplex>();
 

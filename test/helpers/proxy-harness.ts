@@ -18,6 +18,7 @@ import type { Test } from 'tap';
 import { request } from 'undici';
 import { parseProxyConfig } from '../../proxy/config.js';
 import type { ProxyConfig, ProxyConfigInput } from '../../proxy/config.js';
+import { createExecutionRecords } from '../../proxy/execution-records.js';
 import { createGate } from '../../proxy/gate.js';
 import { createProxyMetrics, type ProxyMetrics } from '../../proxy/metrics.js';
 import { createProxyServer, proxyState, type ProxyState } from '../../proxy/server.js';
@@ -145,6 +146,11 @@ export async function withHarness(t: Test, backend: ReturnType<typeof appBackend
       let state: ProxyState = proxyState(options.upstream ? { ...config, upstream: options.upstream } : config);
       const metrics = createProxyMetrics();
       const store = options.store ?? opened.store;
+      const executionRecords = createExecutionRecords({
+        store,
+        stream: verificationStream(authority.acme.id),
+        onError: () => metrics.recordAppendFailures.inc(),
+      });
       const gate = createGate({
         organization: authority.acme.id,
         issuer: config.issuer,
@@ -154,8 +160,9 @@ export async function withHarness(t: Test, backend: ReturnType<typeof appBackend
         now: options.now ?? (() => clock.now()),
         permitHeader: config.permit_header,
         onRecordError: () => metrics.recordAppendFailures.inc(),
+        executionRecords,
       });
-      const proxy = createProxyServer({ current: () => state, gate, store, metrics, logger });
+      const proxy = createProxyServer({ current: () => state, gate, executionRecords, metrics, logger });
       const url = await listen(proxy.server);
       t.teardown(() => proxy.close());
       return {

@@ -12,6 +12,7 @@
 import t, { type Test } from 'tap';
 import { parseProxyConfig } from '../../proxy/config.js';
 import type { ProxyConfigInput, ProxyRoute } from '../../proxy/config.js';
+import { createExecutionRecords } from '../../proxy/execution-records.js';
 import { createGate, executionRecord } from '../../proxy/gate.js';
 import type { GateDecision, GateInput, GateOptions } from '../../proxy/gate.js';
 import { verificationStream } from '../../shared/permits/store-keys.js';
@@ -297,6 +298,23 @@ for (const backend of appBackends()) {
       const records = await h.records();
       t.equal(records.filter((record) => record.kind === 'permit.verified').length, 1, 'one permit.verified');
       t.equal(records.filter((record) => record.code === 'PERMIT_ALREADY_USED').length, 199, 'and 199 permit.rejected');
+    }),
+  );
+  t.test(`a replay's refusal reaches the stream after the batched execution of the permit's first use on ${backend.name}`, (t) =>
+    withHarness(t, backend, async (h) => {
+      // Regression: execution.observed records wait in a batch for up to 5 ms while refusals
+      // are appended at once, so a quick replay's permit.rejected overtook the first use's
+      // execution.observed in the stream (and so in the audit chain and the permit's proof).
+      const records = createExecutionRecords({ store: h.store, stream: verificationStream(h.authority.acme.id), onError: () => t.fail('no error expected'), flushAfterMs: 60_000 });
+      const gate = h.gate({ executionRecords: records });
+      const permit = await h.permit();
+      const first = await gate.check(h.input('echo', { token: permit.token }));
+      if (first.action !== 'forward') throw new Error('the first use must forward');
+      records.add(executionRecord({ route: routeOf(h.routes, 'echo'), mode: 'enforce', requestId: 'req-first', permitId: first.permitId, claims: first.claims, upstreamStatus: 200, durationMs: 3, atMs: h.clock.now() }), 'req-first');
+      const replay = await gate.check(h.input('echo', { token: permit.token }));
+      t.equal(replay.action === 'block' && replay.verifyCode, 'PERMIT_ALREADY_USED');
+      await records.close();
+      t.same((await h.records()).map((record) => record.kind), ['permit.verified', 'execution.observed', 'permit.rejected'], 'in the order they happened');
     }),
   );
 }
