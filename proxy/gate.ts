@@ -15,14 +15,14 @@
  *
  * @example
  *   const gate = createGate({ organization: config.organization, issuer: config.issuer,
- *     audience: config.audience, keys, store, permitHeader: config.permit_header });
+ *     audience: config.audience, keys, store, permitHeader: config.permit_header, executionRecords });
  *   const decision = await gate.check({ route, params, query, headers: req.headers, requestId });
  *   if (decision.action === 'block') return sendError(decision.code, decision.reason);
  *   const started = performance.now();
  *   const status = await forward(req, decision);
- *   await store.appendRecord(gate.stream, executionRecord({ route, mode: decision.mode, requestId,
+ *   executionRecords.add(executionRecord({ route, mode: decision.mode, requestId,
  *     permitId: decision.permitId, claims: decision.claims, upstreamStatus: status,
- *     durationMs: performance.now() - started, atMs: Date.now() }));
+ *     durationMs: performance.now() - started, atMs: Date.now() }), requestId);
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { PermitClaims } from '../shared/permits/claims.js';
