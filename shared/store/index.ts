@@ -5,7 +5,7 @@
  *
  * @example
  *   const store = createSharedStore({ redisUrl: process.env.REDIS_URL });
- *   if (!(await store.consumeOnce(`permit:{${org}}:${jti}`, ttlMs))) refuse('PERMIT_ALREADY_USED');
+ *   if ((await store.consumePermit(`permit:{${org}}:${jti}`, ttlMs)) !== 'consumed') refuse('PERMIT_ALREADY_USED');
  */
 import { MemoryStore } from './memory.js';
 import { RedisStore } from './redis.js';

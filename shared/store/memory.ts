@@ -9,8 +9,8 @@
  *
  * @example
  *   const store = new MemoryStore();
- *   await store.consumeOnce('permit:{org_1}:abc', 65_000); // true
- *   await store.consumeOnce('permit:{org_1}:abc', 65_000); // false
+ *   await store.consumePermit('permit:{org_1}:abc', 65_000); // 'consumed'
+ *   await store.consumePermit('permit:{org_1}:abc', 65_000); // 'already_used'
  *
  *   // In tests, a hand-driven clock makes TTLs deterministic:
  *   let now = 1_700_000_000_000;
@@ -89,20 +89,13 @@ export class MemoryStore implements SharedStore {
     this.#maxBuckets = options.maxBuckets ?? 100_000;
   }
 
-  async consumeOnce(key: string, ttlMs: number, record?: RecordAppend): Promise<boolean> {
-    return this.#consume(key, ttlMs, record, false) === 'consumed';
-  }
-
   async consumePermit(key: string, ttlMs: number, record?: RecordAppend): Promise<PermitConsumption> {
-    return this.#consume(key, ttlMs, record, true);
-  }
-
-  /** Synchronous from the checks to the set: the revocation check and the check-and-set are one atomic step. */
-  #consume(key: string, ttlMs: number, record: RecordAppend | undefined, checkRevoked: boolean): PermitConsumption {
+    // Single-threaded: from here to the return there is no await, so the revocation check and
+    // the check-and-set are one atomic step.
     this.#assertOpen();
     const ttl = checkTtl(ttlMs);
     if (record) checkFields(record.fields);
-    if (checkRevoked && this.#revocations.has(key)) return 'revoked';
+    if (this.#revocations.has(key)) return 'revoked';
     if (this.#markers.has(key)) return 'already_used';
     reserve(this.#markers, 'consume-once markers');
     this.#markers.set(key, true, { ttl });

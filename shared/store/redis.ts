@@ -15,10 +15,10 @@
  *
  * @example
  *   const store = new RedisStore({ url: 'redis://127.0.0.1:6379' });
- *   const first = await store.consumeOnce('permit:{org_1}:abc', 65_000, {
+ *   const outcome = await store.consumePermit('permit:{org_1}:abc', 65_000, {
  *     stream: 'verifications:{org_1}',
  *     fields: { permit_id: 'abc', outcome: 'allow' },
- *   }); // true, and the record is in the stream
+ *   }); // 'consumed', and the record is in the stream
  *   await store.close();
  */
 import { Redis } from 'ioredis';
@@ -53,15 +53,14 @@ const BUCKET_EXPIRY_MARGIN_MS = 1000;
 const MAX_RECONNECT_DELAY_MS = 2000;
 
 /**
- * consumeOnce and consumePermit. KEYS[1]: the marker; KEYS[2]: the key's revocation entry;
- * KEYS[3], optional: the stream. ARGV[1]: '1' to refuse a revoked key (returns -1), '0' to ignore
- * revocations; ARGV[2]: TTL in ms; ARGV[3..]: field, value, ... Returns 1 when this call set the
- * marker, 0 when it was set already. The stream's type is checked before the marker is set,
- * because a script is not rolled back: an XADD failing after SET would consume the key without
- * its record.
+ * consumePermit. KEYS[1]: the marker; KEYS[2]: the key's revocation entry; KEYS[3], optional: the
+ * stream. ARGV[1]: TTL in ms; ARGV[2..]: field, value, ... Returns -1 when the key is revoked, 1
+ * when this call set the marker, 0 when it was set already. The stream's type is checked before
+ * the marker is set, because a script is not rolled back: an XADD failing after SET would consume
+ * the key without its record.
  */
 const CONSUME_SCRIPT = `
-if ARGV[1] == '1' and redis.call('EXISTS', KEYS[2]) == 1 then
+if redis.call('EXISTS', KEYS[2]) == 1 then
   return -1
 end
 if #KEYS > 2 then
@@ -70,11 +69,11 @@ if #KEYS > 2 then
     return redis.error_reply('WRONGTYPE the record stream key holds a ' .. kind)
   end
 end
-if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[2]) then
+if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) then
   return 0
 end
 if #KEYS > 2 then
-  redis.call('XADD', KEYS[3], '*', unpack(ARGV, 3))
+  redis.call('XADD', KEYS[3], '*', unpack(ARGV, 2))
 end
 return 1
 `;
@@ -164,26 +163,16 @@ export class RedisStore implements SharedStore {
     this.#client = client;
   }
 
-  async consumeOnce(key: string, ttlMs: number, record?: RecordAppend): Promise<boolean> {
-    return (await this.#consume(key, ttlMs, record, false)) === 1;
-  }
-
   async consumePermit(key: string, ttlMs: number, record?: RecordAppend): Promise<PermitConsumption> {
-    const result = await this.#consume(key, ttlMs, record, true);
-    return result === 1 ? 'consumed' : result === -1 ? 'revoked' : 'already_used';
-  }
-
-  /** CONSUME_SCRIPT's answer: 1 set, 0 already set, -1 revoked (only with checkRevoked). */
-  async #consume(key: string, ttlMs: number, record: RecordAppend | undefined, checkRevoked: boolean): Promise<number> {
     const ttl = String(checkTtl(ttlMs));
     if (record) checkFields(record.fields);
     const keys = [this.#key('once', key), this.#key('revoked', key)];
-    const args = [checkRevoked ? '1' : '0', ttl];
-    return this.#run((client) =>
+    const result = await this.#run((client) =>
       record
-        ? client.countersignConsume(3, ...keys, this.#key('stream', record.stream), ...args, ...Object.entries(record.fields).flat())
-        : client.countersignConsume(2, ...keys, ...args),
+        ? client.countersignConsume(3, ...keys, this.#key('stream', record.stream), ttl, ...Object.entries(record.fields).flat())
+        : client.countersignConsume(2, ...keys, ttl),
     );
+    return result === 1 ? 'consumed' : result === -1 ? 'revoked' : 'already_used';
   }
 
   async revoke(id: string, ttlMs: number): Promise<void> {

@@ -12,16 +12,11 @@ export interface SharedStore {
   readonly kind: 'memory' | 'redis';
 
   /**
-   * Marks `key` as used for `ttlMs`. Resolves `true` for exactly one caller per key while the
-   * marker lives, `false` for every other. With `record`, the record is appended to its stream in
-   * the same atomic step, and only when the marker was set.
-   */
-  consumeOnce(key: string, ttlMs: number, record?: RecordAppend): Promise<boolean>;
-
-  /**
-   * The gate's revocation check and consume in one atomic step (one round trip to Redis): unless
-   * `key` is revoked, marks it used as `consumeOnce` does (with its record). A revoked key is
-   * neither marked nor recorded.
+   * The gate's revocation check and consume in one atomic step (one round trip to Redis). While a
+   * revocation of `key` lives: `revoked`, and the key is neither marked nor recorded. Otherwise it
+   * marks `key` as used for `ttlMs`: `consumed` for exactly one caller per key while the marker
+   * lives, `already_used` for every other. With `record`, the record is appended to its stream
+   * in the same atomic step, and only for the `consumed` caller.
    */
   consumePermit(key: string, ttlMs: number, record?: RecordAppend): Promise<PermitConsumption>;
 

@@ -32,7 +32,6 @@ export function downStore(): SharedStore {
   const down = () => Promise.reject(new Error('ECONNREFUSED'));
   return {
     kind: 'redis',
-    consumeOnce: down,
     consumePermit: down,
     revoke: down,
     isRevoked: down,

@@ -81,25 +81,25 @@ function redisFactory(url: string): StoreFactory {
 
 /** The contract: everything here must hold for every `SharedStore`. */
 function sharedStoreSuite(t: Test, open: StoreFactory): void {
-  t.test('consumeOnce resolves true once, then false', async (t) => {
+  t.test('consumePermit consumes once, then answers already_used', async (t) => {
     const { store } = open(t);
-    t.equal(await store.consumeOnce('permit:{org_1}:a', LONG_TTL_MS), true);
-    t.equal(await store.consumeOnce('permit:{org_1}:a', LONG_TTL_MS), false);
-    t.equal(await store.consumeOnce('permit:{org_1}:a', LONG_TTL_MS), false);
+    t.equal(await store.consumePermit('permit:{org_1}:a', LONG_TTL_MS), 'consumed');
+    t.equal(await store.consumePermit('permit:{org_1}:a', LONG_TTL_MS), 'already_used');
+    t.equal(await store.consumePermit('permit:{org_1}:a', LONG_TTL_MS), 'already_used');
   });
 
-  t.test('200 concurrent consumeOnce calls on one key: exactly one wins', async (t) => {
+  t.test('200 concurrent consumePermit calls on one key: exactly one consumes', async (t) => {
     const { store, replica } = open(t);
     const other = replica();
     const results = await Promise.all(
       Array.from({ length: 200 }, (_, i) =>
-        (i % 2 === 0 ? store : other).consumeOnce('permit:{org_1}:race', LONG_TTL_MS),
+        (i % 2 === 0 ? store : other).consumePermit('permit:{org_1}:race', LONG_TTL_MS),
       ),
     );
-    t.equal(results.filter((won) => won).length, 1);
+    t.equal(results.filter((result) => result === 'consumed').length, 1);
   });
 
-  t.test('consumeOnce with a record appends it only for the winning call', async (t) => {
+  t.test('consumePermit with a record appends it only for the one consumer', async (t) => {
     const { store, replica } = open(t);
     const other = replica();
     const record = {
@@ -108,54 +108,53 @@ function sharedStoreSuite(t: Test, open: StoreFactory): void {
     };
     const results = await Promise.all(
       Array.from({ length: 200 }, (_, i) =>
-        (i % 2 === 0 ? store : other).consumeOnce('permit:{org_1}:p1', LONG_TTL_MS, record),
+        (i % 2 === 0 ? store : other).consumePermit('permit:{org_1}:p1', LONG_TTL_MS, record),
       ),
     );
-    t.equal(results.filter((won) => won).length, 1);
+    t.equal(results.filter((result) => result === 'consumed').length, 1, 'exactly one of 200 concurrent calls consumes');
+    t.ok(results.filter((result) => result !== 'consumed').every((result) => result === 'already_used'), 'the others are told it was used');
     const records = await store.readRecords('verifications:{org_1}', '0', 1000);
-    t.equal(records.length, 1);
+    t.equal(records.length, 1, 'one record');
     t.same(records[0]?.fields, { permit_id: 'p1', outcome: 'allow' });
 
-    t.equal(await store.consumeOnce('permit:{org_1}:p1', LONG_TTL_MS, record), false);
+    t.equal(await store.consumePermit('permit:{org_1}:p1', LONG_TTL_MS, record), 'already_used');
     t.equal((await store.readRecords('verifications:{org_1}', '0', 1000)).length, 1);
   });
 
   t.test('a consumed key becomes consumable again after its TTL', async (t) => {
     const h = open(t);
-    t.equal(await h.store.consumeOnce('short', h.shortTtlMs), true);
-    t.equal(await h.store.consumeOnce('long', LONG_TTL_MS), true);
+    t.equal(await h.store.consumePermit('short', h.shortTtlMs), 'consumed');
+    t.equal(await h.store.consumePermit('long', LONG_TTL_MS), 'consumed');
     t.equal(
-      await h.afterExpiry(h.shortTtlMs, () => h.store.consumeOnce('short', h.shortTtlMs)),
+      await h.afterExpiry(h.shortTtlMs, async () => (await h.store.consumePermit('short', h.shortTtlMs)) === 'consumed'),
       true,
       'consumable again once the marker expired',
     );
-    t.equal(await h.store.consumeOnce('long', LONG_TTL_MS), false, 'a live marker still holds');
+    t.equal(await h.store.consumePermit('long', LONG_TTL_MS), 'already_used', 'a live marker still holds');
   });
 
   t.test('different keys are independent', async (t) => {
     const { store } = open(t);
-    t.equal(await store.consumeOnce('permit:{org_1}:x', LONG_TTL_MS), true);
-    t.equal(await store.consumeOnce('permit:{org_1}:y', LONG_TTL_MS), true);
-    t.equal(await store.consumeOnce('permit:{org_2}:x', LONG_TTL_MS), true);
-    t.equal(await store.consumeOnce('permit:{org_1}:x', LONG_TTL_MS), false);
+    t.equal(await store.consumePermit('permit:{org_1}:x', LONG_TTL_MS), 'consumed');
+    t.equal(await store.consumePermit('permit:{org_1}:y', LONG_TTL_MS), 'consumed');
+    t.equal(await store.consumePermit('permit:{org_2}:x', LONG_TTL_MS), 'consumed');
+    t.equal(await store.consumePermit('permit:{org_1}:x', LONG_TTL_MS), 'already_used');
   });
 
-  t.test('consumePermit: revocation and consume in one step, the record only for the one consumer', async (t) => {
-    const { store, replica } = open(t);
-    const other = replica();
-    const record = { stream: 'verifications:{org_1}', fields: { permit_id: 'p9', outcome: 'allow' } };
-    const results = await Promise.all(
-      Array.from({ length: 200 }, (_, i) => (i % 2 === 0 ? store : other).consumePermit('permit:{org_1}:p9', LONG_TTL_MS, record)),
+  t.test('consumePermit refuses a revoked key without marking or recording it; revocation wins over a marker', async (t) => {
+    const h = open(t);
+    const other = h.replica();
+    const record = { stream: 'verifications:{org_1}', fields: { permit_id: 'r1' } };
+    await other.revoke('permit:{org_1}:r1', h.shortTtlMs);
+    t.equal(await h.store.consumePermit('permit:{org_1}:r1', LONG_TTL_MS, record), 'revoked', 'a revoked permit is refused');
+    t.equal((await h.store.readRecords('verifications:{org_1}', '0', 1000)).length, 0, 'and recorded nothing');
+    t.equal(
+      await h.afterExpiry(h.shortTtlMs, async () => (await h.store.consumePermit('permit:{org_1}:r1', LONG_TTL_MS)) === 'consumed'),
+      true,
+      'nor was it marked used: once the revocation lapsed, it consumes',
     );
-    t.equal(results.filter((result) => result === 'consumed').length, 1, 'exactly one of 200 concurrent calls consumes');
-    t.ok(results.filter((result) => result !== 'consumed').every((result) => result === 'already_used'), 'the others are told it was used');
-    t.equal((await store.readRecords('verifications:{org_1}', '0', 1000)).length, 1, 'one record');
-
     await other.revoke('permit:{org_1}:r1', LONG_TTL_MS);
-    t.equal(await store.consumePermit('permit:{org_1}:r1', LONG_TTL_MS, { ...record, fields: { permit_id: 'r1' } }), 'revoked', 'a revoked permit is refused');
-    t.equal((await store.readRecords('verifications:{org_1}', '0', 1000)).length, 1, 'and recorded nothing');
-    t.equal(await store.consumeOnce('permit:{org_1}:r1', LONG_TTL_MS), true, 'nor was it marked used');
-    t.equal(await store.consumePermit('permit:{org_1}:r1', LONG_TTL_MS), 'revoked', 'revocation wins over a marker too');
+    t.equal(await h.store.consumePermit('permit:{org_1}:r1', LONG_TTL_MS), 'revoked', 'revocation wins over a marker too');
   });
 
   t.test('revoke and isRevoked, shared by replicas, until the revocation expires', async (t) => {
@@ -178,8 +177,9 @@ function sharedStoreSuite(t: Test, open: StoreFactory): void {
 
   t.test('revocations and consume-once markers do not share keys', async (t) => {
     const { store } = open(t);
+    t.equal(await store.consumePermit('same', LONG_TTL_MS), 'consumed');
+    t.equal(await store.isRevoked('same'), false, 'a marker is not a revocation');
     await store.revoke('same', LONG_TTL_MS);
-    t.equal(await store.consumeOnce('same', LONG_TTL_MS), true);
     t.equal(await store.isRevoked('same'), true);
   });
 
@@ -273,15 +273,15 @@ function sharedStoreSuite(t: Test, open: StoreFactory): void {
 
   t.test('invalid arguments reject', async (t) => {
     const { store } = open(t);
-    await t.rejects(store.consumeOnce('k', 0), RangeError);
+    await t.rejects(store.consumePermit('k', 0), RangeError);
     await t.rejects(store.revoke('k', -1), RangeError);
     await t.rejects(store.takeToken('k', { capacity: 0, refillPerMinute: 60 }, T0), RangeError);
     await t.rejects(store.takeToken('k', { capacity: 5, refillPerMinute: 0 }, T0), RangeError);
     await t.rejects(store.takeToken('k', spec, Number.NaN), RangeError);
     await t.rejects(store.appendRecord('s', {}), RangeError);
     await t.rejects(store.readRecords('s', '0', 0), RangeError);
-    await t.rejects(store.consumeOnce('k', 1000, { stream: 's', fields: {} }), RangeError);
-    t.equal(await store.consumeOnce('k', LONG_TTL_MS), true, 'a refused call consumed nothing');
+    await t.rejects(store.consumePermit('k', 1000, { stream: 's', fields: {} }), RangeError);
+    t.equal(await store.consumePermit('k', LONG_TTL_MS), 'consumed', 'a refused call consumed nothing');
   });
 
   t.test('records: order, increasing ids, paging with afterId', async (t) => {
@@ -350,9 +350,8 @@ function sharedStoreSuite(t: Test, open: StoreFactory): void {
     const { store } = open(t);
     await store.close();
     const closed = { code: 'STORE_CLOSED' };
-    await t.rejects(store.consumeOnce('k', 1000), closed);
-    await t.rejects(store.consumeOnce('k', 1000, { stream: 's', fields: { a: 'b' } }), closed);
     await t.rejects(store.consumePermit('k', 1000), closed);
+    await t.rejects(store.consumePermit('k', 1000, { stream: 's', fields: { a: 'b' } }), closed);
     await t.rejects(store.revoke('k', 1000), closed);
     await t.rejects(store.isRevoked('k'), closed);
     await t.rejects(store.takeToken('k', spec, T0), closed);
@@ -399,23 +398,23 @@ t.test('MemoryStore', async (t) => {
     let now = 0;
     const store = new MemoryStore({ now: () => now });
     t.teardown(() => store.close());
-    t.equal(await store.consumeOnce('k', 100), true);
-    t.equal(await store.consumeOnce('k', 100), false);
+    t.equal(await store.consumePermit('k', 100), 'consumed');
+    t.equal(await store.consumePermit('k', 100), 'already_used');
     now = 101;
-    t.equal(await store.consumeOnce('k', 100), true);
+    t.equal(await store.consumePermit('k', 100), 'consumed');
   });
 
   t.test('a full store refuses new markers instead of evicting live ones', async (t) => {
     let now = T0;
     const store = new MemoryStore({ now: () => now, maxMarkers: 2, maxRevocations: 1 });
     t.teardown(() => store.close());
-    t.equal(await store.consumeOnce('a', 1000), true);
-    t.equal(await store.consumeOnce('b', 5000), true);
-    await t.rejects(store.consumeOnce('c', 1000), { code: 'STORE_FULL' });
-    t.equal(await store.consumeOnce('a', 1000), false, 'the live marker was kept');
+    t.equal(await store.consumePermit('a', 1000), 'consumed');
+    t.equal(await store.consumePermit('b', 5000), 'consumed');
+    await t.rejects(store.consumePermit('c', 1000), { code: 'STORE_FULL' });
+    t.equal(await store.consumePermit('a', 1000), 'already_used', 'the live marker was kept');
     now += 1001;
-    t.equal(await store.consumeOnce('c', 1000), true, 'room again once a marker expired');
-    t.equal(await store.consumeOnce('b', 5000), false);
+    t.equal(await store.consumePermit('c', 1000), 'consumed', 'room again once a marker expired');
+    t.equal(await store.consumePermit('b', 5000), 'already_used');
 
     await store.revoke('r1', 1000);
     await t.resolves(store.revoke('r1', 2000), 'renewing a revocation needs no room');
@@ -436,7 +435,7 @@ t.test('MemoryStore', async (t) => {
     const store = createSharedStore({ now: () => T0 });
     t.teardown(() => store.close());
     t.equal(store.kind, 'memory');
-    t.equal(await store.consumeOnce('k', 1000), true);
+    t.equal(await store.consumePermit('k', 1000), 'consumed');
   });
 });
 
@@ -456,7 +455,7 @@ if (url === undefined) {
       });
       t.teardown(() => store.close());
       const unavailable = { code: 'STORE_UNAVAILABLE' };
-      await t.rejects(store.consumeOnce('k', 1000), unavailable);
+      await t.rejects(store.consumePermit('k', 1000), unavailable);
       await t.rejects(store.takeToken('k', { capacity: 5, refillPerMinute: 60 }, T0), unavailable);
       await t.rejects(store.ping(), unavailable);
       await t.rejects(store.revoke('k', 1000), unavailable);
@@ -464,7 +463,7 @@ if (url === undefined) {
       await t.rejects(store.consumePermit('k', 1000), unavailable);
       await t.rejects(store.appendRecord('s', { a: 'b' }), unavailable);
       await t.rejects(store.readRecords('s', '0', 1), unavailable);
-      const waiting = store.consumeOnce('k', 1000);
+      const waiting = store.consumePermit('k', 1000);
       await store.close();
       await t.rejects(waiting, { code: 'STORE_CLOSED' }, 'close() ends a wait for the connection');
       await t.resolves(store.close(), 'closes even though it never connected');
@@ -479,17 +478,15 @@ if (url === undefined) {
       });
       await raw.set(`${keyPrefix}stream:broken`, 'not a stream');
       const record = { stream: 'broken', fields: { a: 'b' } };
-      await t.rejects(store.consumeOnce('permit:{o}:1', LONG_TTL_MS, record), { name: 'ReplyError' });
-      t.equal(await store.consumeOnce('permit:{o}:1', LONG_TTL_MS), true, 'the marker was not set');
-      await t.rejects(store.consumePermit('permit:{o}:2', LONG_TTL_MS, record), { name: 'ReplyError' });
-      t.equal(await store.consumePermit('permit:{o}:2', LONG_TTL_MS), 'consumed', 'consumePermit checks the stream first too');
+      await t.rejects(store.consumePermit('permit:{o}:1', LONG_TTL_MS, record), { name: 'ReplyError' });
+      t.equal(await store.consumePermit('permit:{o}:1', LONG_TTL_MS), 'consumed', 'the marker was not set');
       await t.rejects(store.appendRecord('broken', { a: 'b' }), /WRONGTYPE/);
     });
 
     t.test('a store used right after construction waits for its connection', async (t) => {
       const store = new RedisStore({ url, keyPrefix: uniquePrefix() });
       t.teardown(() => store.close());
-      t.equal(await store.consumeOnce('k', 1000), true);
+      t.equal(await store.consumePermit('k', 1000), 'consumed');
     });
 
     t.test('createSharedStore with a URL uses Redis under the given prefix', async (t) => {

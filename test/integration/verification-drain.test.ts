@@ -108,11 +108,11 @@ for (const backend of appBackends()) {
       const decision = await evaluate(authority, 'order-1');
       const jti = decision.permit_id as string;
       tick();
-      const consumed = await store.consumeOnce(permitStoreKey(org, jti), 60_000, {
+      const consumed = await store.consumePermit(permitStoreKey(org, jti), 60_000, {
         stream,
         fields: record(authority, { kind: 'permit.verified', permit_id: jti, request_id: 'req-1' }),
       });
-      t.equal(consumed, true, 'the gate consumed the permit');
+      t.equal(consumed, 'consumed', 'the gate consumed the permit');
       tick();
       await store.appendRecord(stream, record(authority, { kind: 'execution.observed', permit_id: jti, request_id: 'req-1', upstream_status: '200', duration_ms: '12' }));
       tick();
@@ -182,7 +182,7 @@ for (const backend of appBackends()) {
       const written: string[] = [];
       for (const [index, permit] of permits.entries()) {
         tick();
-        await store.consumeOnce(permitStoreKey(org, permit.permit_id as string), 60_000, {
+        await store.consumePermit(permitStoreKey(org, permit.permit_id as string), 60_000, {
           stream,
           fields: record(authority, { permit_id: permit.permit_id as string, request_id: `down-${index}` }),
         });
