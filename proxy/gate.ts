@@ -101,8 +101,6 @@ export interface GateOptions {
 }
 
 export interface Gate {
-  /** The organization's verification stream, where `executionRecord`s go too. */
-  readonly stream: string;
   check(input: GateInput): Promise<GateDecision>;
 }
 
@@ -243,7 +241,7 @@ export function createGate(options: GateOptions): Gate {
     return refuse(input, nowMs, refusal, outcome.claims, actorId);
   }
 
-  return { stream, check };
+  return { check };
 }
 
 export interface ExecutionRecordInput {
@@ -262,7 +260,7 @@ export interface ExecutionRecordInput {
 }
 
 /**
- * The `execution.observed` record's fields, for the server to append to `gate.stream` after the
+ * The `execution.observed` record's fields, for the server to add to its execution records after the
  * upstream answered (or failed: `upstreamStatus` null gives code UPSTREAM_ERROR). The permit stays
  * consumed either way.
  */

@@ -133,11 +133,12 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
     refreshTimer.unref();
     resources.add(async () => clearInterval(refreshTimer));
 
-    // execution.observed records, batched (execution-records.ts). `organization` needs a restart,
-    // so the stream stays the one the gates below append to.
+    // `organization` needs a restart, so every gate below appends to this one stream.
+    const stream = verificationStream(initial.organization);
+    // execution.observed records, batched (execution-records.ts).
     const executionRecords = createExecutionRecords({
       store,
-      stream: verificationStream(initial.organization),
+      stream,
       onError: (error, requestId) => {
         metrics.recordAppendFailures.inc();
         logger.warn({ err: error, request_id: requestId }, 'could not append the execution.observed record');
@@ -159,9 +160,9 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
         executionRecords,
       });
     let inner = buildGate(initial);
-    metrics.setRecordBacklogSource(() => store.countRecords(inner.stream));
+    metrics.setRecordBacklogSource(() => store.countRecords(stream));
     // The server holds one gate; this one forwards to the gate of the configuration in force.
-    const gate: Gate = { stream: inner.stream, check: (input) => inner.check(input) };
+    const gate: Gate = { check: (input) => inner.check(input) };
     let state: ProxyState = proxyState(initial);
     metrics.setRouteModes(initial.routes);
     metrics.recordConfigReload(true, now());
