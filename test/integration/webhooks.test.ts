@@ -7,7 +7,7 @@
  * on Postgres + Redis when they are available.
  */
 import { createHmac } from 'node:crypto';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { readBootstrapPolicy } from '../../authority/orgs/bootstrap.js';
 import { parseAuthorityConfig, type AuthorityConfigInput } from '../../authority/config.js';
 import { drainVerificationRecords } from '../../authority/verifications/drain.js';
@@ -21,9 +21,9 @@ import { verificationStream } from '../../shared/permits/store-keys.js';
 import { verificationRecordFields, type VerificationRecord } from '../../shared/wire/verification-records.js';
 import { WebhookDeliveryBody, type WebhookDeliveryWire } from '../../shared/wire/webhooks.js';
 import { withTestAuthority, type TestAuthority } from '../helpers/authority.js';
-import { appBackends, realServersMissing } from '../helpers/backends.js';
+import { appBackends, realServersMissing, type AppBackend } from '../helpers/backends.js';
 import { deadUrl } from '../helpers/loopback.js';
-import { startReceiver, type ReceivedRequest } from '../helpers/webhook-receiver.js';
+import { startReceiver, type ReceivedRequest, type Receiver } from '../helpers/webhook-receiver.js';
 
 const LOOPBACK: AuthorityConfigInput = { webhooks: { allow_private_targets: true } };
 const demo = { action_type: 'demo.echo', actor_id: 'demo-agent', context: { environment: 'dev', target: { type: 'demo', id: 'hooks' } } };
@@ -46,6 +46,25 @@ function api(authority: TestAuthority) {
     evaluate: () => authority.app.inject({ method: 'POST', url: '/v1/evaluate', headers, payload: demo }),
     putPolicy: async () => authority.app.inject({ method: 'PUT', url: '/v1/policies', headers, payload: { source: (await readBootstrapPolicy(undefined)).source, format: 'yaml' } }),
   };
+}
+
+/** An authority (LOOPBACK unless `config` says otherwise) with a real receiver on loopback, closed when `t` ends. */
+function withReceiver(
+  t: Test,
+  backend: AppBackend,
+  fn: (context: { authority: TestAuthority; hooks: ReturnType<typeof api>; receiver: Receiver }) => Promise<void>,
+  config: AuthorityConfigInput = LOOPBACK,
+): Promise<void> {
+  return withTestAuthority(
+    t,
+    backend,
+    async (authority) => {
+      const receiver = await startReceiver();
+      t.teardown(() => receiver.close());
+      await fn({ authority, hooks: api(authority), receiver });
+    },
+    config,
+  );
 }
 
 function worker(authority: TestAuthority, config: AuthorityConfigInput = LOOPBACK, extra: { resolve?: Parameters<typeof deliveryAgent>[0]['resolve'] } = {}): WebhookWorker {
@@ -129,264 +148,226 @@ for (const backend of appBackends()) {
   );
 
   t.test(`signed deliveries reach a real receiver, filtered by event type, on ${backend.name}`, (t) =>
-    withTestAuthority(
-      t,
-      backend,
-      async (authority) => {
-        const hooks = api(authority);
-        const receiver = await startReceiver();
-        t.teardown(() => receiver.close());
-        const all = await hooks.create({ name: 'all', url: `${receiver.url}?to=all` });
-        const policyOnly = await hooks.create({ name: 'policy', url: `${receiver.url}?to=policy`, event_types: ['policy.updated'] });
-        await hooks.create({ name: 'paused', url: `${receiver.url}?to=paused`, is_active: false });
-        const run = worker(authority);
-        t.teardown(() => run.stop());
+    withReceiver(t, backend, async ({ authority, hooks, receiver }) => {
+      const all = await hooks.create({ name: 'all', url: `${receiver.url}?to=all` });
+      const policyOnly = await hooks.create({ name: 'policy', url: `${receiver.url}?to=policy`, event_types: ['policy.updated'] });
+      await hooks.create({ name: 'paused', url: `${receiver.url}?to=paused`, is_active: false });
+      const run = worker(authority);
+      t.teardown(() => run.stop());
 
-        t.equal((await hooks.evaluate()).json().decision, 'allow');
-        t.equal((await hooks.putPolicy()).statusCode, 200);
-        const sentAt = new Date(authority.clock.now()).toISOString();
-        const pass = await run.runOnce();
-        t.equal(pass.delivered, 4, 'evaluation.decided + permit.issued + policy.updated to "all", policy.updated to "policy"');
-        const to = (name: string) => receiver.received.filter((request) => String(request.json.subscription_id) === (name === 'all' ? all.id : policyOnly.id));
-        t.same(to('all').map((r) => r.json.event_type).sort(), ['evaluation.decided', 'permit.issued', 'policy.updated']);
-        t.same(to('policy').map((r) => r.json.event_type), ['policy.updated'], 'the filter holds');
-        t.notOk(receiver.received.some((r) => String(r.json.subscription_id) === '' || r.headers['x-service-event'] === undefined), 'every request carries its event header');
+      t.equal((await hooks.evaluate()).json().decision, 'allow');
+      t.equal((await hooks.putPolicy()).statusCode, 200);
+      const sentAt = new Date(authority.clock.now()).toISOString();
+      const pass = await run.runOnce();
+      t.equal(pass.delivered, 4, 'evaluation.decided + permit.issued + policy.updated to "all", policy.updated to "policy"');
+      const to = (name: string) => receiver.received.filter((request) => String(request.json.subscription_id) === (name === 'all' ? all.id : policyOnly.id));
+      t.same(to('all').map((r) => r.json.event_type).sort(), ['evaluation.decided', 'permit.issued', 'policy.updated']);
+      t.same(to('policy').map((r) => r.json.event_type), ['policy.updated'], 'the filter holds');
+      t.notOk(receiver.received.some((r) => String(r.json.subscription_id) === '' || r.headers['x-service-event'] === undefined), 'every request carries its event header');
 
-        for (const request of receiver.received) {
-          const secret = request.json.subscription_id === all.id ? all.signing_secret : policyOnly.signing_secret;
-          t.ok(signedWith(secret, request), `${request.json.event_type}: both signatures recompute from the raw bytes`);
-          const body = WebhookDeliveryBody.parse(request.json);
-          t.equal(request.headers['x-service-event'], body.event_type);
-          t.equal(request.headers['x-service-delivery'], body.delivery_id);
-          t.equal(request.headers['webhook-id'], body.delivery_id);
-          t.equal(request.headers['x-service-attempt'], '1');
-          t.equal(body.attempt, 1);
-          t.equal(request.headers['x-service-timestamp'], sentAt, 'the timestamp is the send time');
-          t.equal(body.timestamp, sentAt);
-          t.equal(request.headers['webhook-timestamp'], String(Math.floor(Date.parse(sentAt) / 1000)));
-          t.equal(body.organization_id, authority.acme.id);
-          t.match(body.payload, { type: body.event_type, org_id: authority.acme.id }, 'the payload is the audit event payload');
-          t.same(verifyWebhook({ rawBody: request.raw, headers: request.headers as Record<string, string>, secret, now: authority.clock.now() }), body, 'the client helper accepts it');
-        }
-        const [event] = await authority.backend.db.query<{ payload: unknown }>("SELECT payload FROM audit_events WHERE org_id = $1 AND type = 'policy.updated' ORDER BY sequence DESC LIMIT 1", [authority.acme.id]);
-        t.same(to('policy')[0]?.json.payload, event?.payload, 'byte-for-byte the chained payload');
+      for (const request of receiver.received) {
+        const secret = request.json.subscription_id === all.id ? all.signing_secret : policyOnly.signing_secret;
+        t.ok(signedWith(secret, request), `${request.json.event_type}: both signatures recompute from the raw bytes`);
+        const body = WebhookDeliveryBody.parse(request.json);
+        t.equal(request.headers['x-service-event'], body.event_type);
+        t.equal(request.headers['x-service-delivery'], body.delivery_id);
+        t.equal(request.headers['webhook-id'], body.delivery_id);
+        t.equal(request.headers['x-service-attempt'], '1');
+        t.equal(body.attempt, 1);
+        t.equal(request.headers['x-service-timestamp'], sentAt, 'the timestamp is the send time');
+        t.equal(body.timestamp, sentAt);
+        t.equal(request.headers['webhook-timestamp'], String(Math.floor(Date.parse(sentAt) / 1000)));
+        t.equal(body.organization_id, authority.acme.id);
+        t.match(body.payload, { type: body.event_type, org_id: authority.acme.id }, 'the payload is the audit event payload');
+        t.same(verifyWebhook({ rawBody: request.raw, headers: request.headers as Record<string, string>, secret, now: authority.clock.now() }), body, 'the client helper accepts it');
+      }
+      const [event] = await authority.backend.db.query<{ payload: unknown }>("SELECT payload FROM audit_events WHERE org_id = $1 AND type = 'policy.updated' ORDER BY sequence DESC LIMIT 1", [authority.acme.id]);
+      t.same(to('policy')[0]?.json.payload, event?.payload, 'byte-for-byte the chained payload');
 
-        const sample = to('all')[0] as ReceivedRequest;
-        const reject = (options: Partial<Parameters<typeof verifyWebhook>[0]>, reason: string) =>
-          t.throws(() => verifyWebhook({ rawBody: sample.raw, headers: sample.headers as Record<string, string>, secret: all.signing_secret, now: authority.clock.now(), ...options }), { name: 'WebhookVerificationError', reason }, reason);
-        reject({ now: authority.clock.now() + 301_000 }, 'stale_timestamp');
-        reject({ rawBody: Buffer.concat([sample.raw, Buffer.from(' ')]) }, 'bad_signature');
-        reject({ secret: policyOnly.signing_secret }, 'bad_signature');
-        reject({ headers: { ...sample.headers, 'x-service-signature-256': undefined } }, 'missing_header');
+      const sample = to('all')[0] as ReceivedRequest;
+      const reject = (options: Partial<Parameters<typeof verifyWebhook>[0]>, reason: string) =>
+        t.throws(() => verifyWebhook({ rawBody: sample.raw, headers: sample.headers as Record<string, string>, secret: all.signing_secret, now: authority.clock.now(), ...options }), { name: 'WebhookVerificationError', reason }, reason);
+      reject({ now: authority.clock.now() + 301_000 }, 'stale_timestamp');
+      reject({ rawBody: Buffer.concat([sample.raw, Buffer.from(' ')]) }, 'bad_signature');
+      reject({ secret: policyOnly.signing_secret }, 'bad_signature');
+      reject({ headers: { ...sample.headers, 'x-service-signature-256': undefined } }, 'missing_header');
 
-        // test ignores the filter, and is signed like a real delivery.
-        receiver.received.length = 0;
-        authority.clock.advance(1); // list_deliveries is newest first
-        const queued = await hooks.ok({ action: 'test', id: policyOnly.id });
-        t.match(queued, { queued: true, delivery_id: /^[0-9a-f-]{36}$/ });
-        await run.runOnce();
-        t.equal(receiver.received.length, 1);
-        t.equal(receiver.received[0]?.json.event_type, 'webhook.test');
-        t.equal(receiver.received[0]?.headers['x-service-delivery'], queued.delivery_id);
-        t.ok(signedWith(policyOnly.signing_secret, receiver.received[0] as ReceivedRequest));
-        t.notOk(receiver.received.some((r) => String(r.raw).includes('paused')), 'an inactive subscription gets nothing');
-        t.equal((await authority.metrics.registry.getSingleMetricAsString('countersign_webhook_deliveries_total')).includes('result="delivered"} 5'), true, 'deliveries are counted');
+      // test ignores the filter, and is signed like a real delivery.
+      receiver.received.length = 0;
+      authority.clock.advance(1); // list_deliveries is newest first
+      const queued = await hooks.ok({ action: 'test', id: policyOnly.id });
+      t.match(queued, { queued: true, delivery_id: /^[0-9a-f-]{36}$/ });
+      await run.runOnce();
+      t.equal(receiver.received.length, 1);
+      t.equal(receiver.received[0]?.json.event_type, 'webhook.test');
+      t.equal(receiver.received[0]?.headers['x-service-delivery'], queued.delivery_id);
+      t.ok(signedWith(policyOnly.signing_secret, receiver.received[0] as ReceivedRequest));
+      t.notOk(receiver.received.some((r) => String(r.raw).includes('paused')), 'an inactive subscription gets nothing');
+      t.equal((await authority.metrics.registry.getSingleMetricAsString('countersign_webhook_deliveries_total')).includes('result="delivered"} 5'), true, 'deliveries are counted');
 
-        const listed = await hooks.deliveries(policyOnly.id);
-        t.same(listed.map((d) => [d.event_type, d.status, d.attempts]), [['webhook.test', 'delivered', 1], ['policy.updated', 'delivered', 1]], 'list_deliveries, newest first');
-        t.match(listed[0]?.history, [{ attempt: 1, outcome: 'succeeded', status_code: 204, error: null }]);
-      },
-      LOOPBACK,
-    ),
+      const listed = await hooks.deliveries(policyOnly.id);
+      t.same(listed.map((d) => [d.event_type, d.status, d.attempts]), [['webhook.test', 'delivered', 1], ['policy.updated', 'delivered', 1]], 'list_deliveries, newest first');
+      t.match(listed[0]?.history, [{ attempt: 1, outcome: 'succeeded', status_code: 204, error: null }]);
+    }),
   );
 
   t.test(`failures retry on the schedule, dead-letter, and replay delivers on ${backend.name}`, (t) =>
-    withTestAuthority(
-      t,
-      backend,
-      async (authority) => {
-        const config = { webhooks: { allow_private_targets: true, retry_schedule_ms: [10_000, 60_000], jitter: 0.2 } };
-        const hooks = api(authority);
-        const receiver = await startReceiver();
-        t.teardown(() => receiver.close());
-        const hook = await hooks.create({ name: 'flaky', url: receiver.url, max_attempts: 3, timeout_seconds: 1 });
-        const run = worker(authority, config);
-        t.teardown(() => run.stop());
-        const { delivery_id: id } = await hooks.ok({ action: 'test', id: hook.id });
-        const delivery = async () => (await hooks.deliveries()).find((d) => d.id === id) as WebhookDeliveryWire;
-        const dueIn = async () => Date.parse((await delivery()).next_attempt_at as string) - authority.clock.now();
+    withReceiver(t, backend, async ({ authority, hooks, receiver }) => {
+      const config = { webhooks: { allow_private_targets: true, retry_schedule_ms: [10_000, 60_000], jitter: 0.2 } };
+      const hook = await hooks.create({ name: 'flaky', url: receiver.url, max_attempts: 3, timeout_seconds: 1 });
+      const run = worker(authority, config);
+      t.teardown(() => run.stop());
+      const { delivery_id: id } = await hooks.ok({ action: 'test', id: hook.id });
+      const delivery = async () => (await hooks.deliveries()).find((d) => d.id === id) as WebhookDeliveryWire;
+      const dueIn = async () => Date.parse((await delivery()).next_attempt_at as string) - authority.clock.now();
 
-        receiver.mode = 'fail';
-        t.match(await run.runOnce(), { sent: 1, failed: 1 }, 'attempt 1: the receiver answers 500');
-        t.match(await delivery(), { status: 'failed', attempts: 1, last_status_code: 500 });
-        const first = await dueIn();
-        t.ok(first >= 8_000 && first <= 12_000, `retry after 10 s ± 20 % (${first} ms)`);
-        t.match(await run.runOnce(), { sent: 0 }, 'nothing is sent before it is due');
+      receiver.mode = 'fail';
+      t.match(await run.runOnce(), { sent: 1, failed: 1 }, 'attempt 1: the receiver answers 500');
+      t.match(await delivery(), { status: 'failed', attempts: 1, last_status_code: 500 });
+      const first = await dueIn();
+      t.ok(first >= 8_000 && first <= 12_000, `retry after 10 s ± 20 % (${first} ms)`);
+      t.match(await run.runOnce(), { sent: 0 }, 'nothing is sent before it is due');
 
-        receiver.mode = 'hang';
-        authority.clock.advance(first);
-        const hung = receiver.next();
-        t.match(await run.runOnce(), { sent: 1, failed: 1 }, 'attempt 2: the receiver never answers within the 1 s timeout');
-        t.equal((await hung).headers['x-service-attempt'], '2');
-        const second = await dueIn();
-        t.ok(second >= 48_000 && second <= 72_000, `retry after 60 s ± 20 % (${second} ms)`);
+      receiver.mode = 'hang';
+      authority.clock.advance(first);
+      const hung = receiver.next();
+      t.match(await run.runOnce(), { sent: 1, failed: 1 }, 'attempt 2: the receiver never answers within the 1 s timeout');
+      t.equal((await hung).headers['x-service-attempt'], '2');
+      const second = await dueIn();
+      t.ok(second >= 48_000 && second <= 72_000, `retry after 60 s ± 20 % (${second} ms)`);
 
-        await hooks.ok({ action: 'update', id: hook.id, patch: { url: await deadUrl() } });
-        authority.clock.advance(second);
-        t.match(await run.runOnce(), { sent: 1, failed: 1, deadLettered: 1 }, 'attempt 3: connection refused, the last of max_attempts');
-        const dead = await delivery();
-        t.match(dead, { status: 'dead_lettered', attempts: 3, next_attempt_at: null });
-        t.same(dead.history.map((a) => [a.attempt, a.outcome, a.status_code]), [[1, 'failed', 500], [2, 'failed', null], [3, 'failed', null]], 'each attempt is in the history');
-        t.match(dead.history[0]?.error, /^the receiver answered 500: receiver is down x+$/);
-        t.ok((dead.history[0]?.error as string).length <= 300, 'a response body is read only up to a cap');
-        t.match(dead.history[1]?.error, /timeout of 1 s/);
-        t.match(dead.history[2]?.error, /ECONNREFUSED/);
-        t.ok(dead.history.every((a) => typeof a.duration_ms === 'number' && a.started_at && a.finished_at));
-        authority.clock.advance(10 * 3_600_000);
-        t.match(await run.runOnce(), { sent: 0 }, 'a dead letter is not retried automatically');
-        t.match(await authority.metrics.registry.getSingleMetricAsString('countersign_webhook_dead_letters_total'), /countersign_webhook_dead_letters_total 1/);
+      await hooks.ok({ action: 'update', id: hook.id, patch: { url: await deadUrl() } });
+      authority.clock.advance(second);
+      t.match(await run.runOnce(), { sent: 1, failed: 1, deadLettered: 1 }, 'attempt 3: connection refused, the last of max_attempts');
+      const dead = await delivery();
+      t.match(dead, { status: 'dead_lettered', attempts: 3, next_attempt_at: null });
+      t.same(dead.history.map((a) => [a.attempt, a.outcome, a.status_code]), [[1, 'failed', 500], [2, 'failed', null], [3, 'failed', null]], 'each attempt is in the history');
+      t.match(dead.history[0]?.error, /^the receiver answered 500: receiver is down x+$/);
+      t.ok((dead.history[0]?.error as string).length <= 300, 'a response body is read only up to a cap');
+      t.match(dead.history[1]?.error, /timeout of 1 s/);
+      t.match(dead.history[2]?.error, /ECONNREFUSED/);
+      t.ok(dead.history.every((a) => typeof a.duration_ms === 'number' && a.started_at && a.finished_at));
+      authority.clock.advance(10 * 3_600_000);
+      t.match(await run.runOnce(), { sent: 0 }, 'a dead letter is not retried automatically');
+      t.match(await authority.metrics.registry.getSingleMetricAsString('countersign_webhook_dead_letters_total'), /countersign_webhook_dead_letters_total 1/);
 
-        const again = await hooks.raw({ action: 'replay', delivery_id: '00000000-0000-4000-8000-000000000000' });
-        t.equal(again.statusCode, 404, 'replay of an unknown delivery is 404');
-        await hooks.ok({ action: 'update', id: hook.id, patch: { url: receiver.url } });
-        receiver.mode = 'ok';
-        const replayed = (await hooks.ok({ action: 'replay', delivery_id: id })).delivery;
-        t.match(replayed, { status: 'pending', attempts: 3, dead_lettered_at: null });
-        t.match(await run.runOnce(), { delivered: 1 }, 'replay: the next run sends it again');
-        t.match(await delivery(), { status: 'delivered', attempts: 4, last_status_code: 204 });
-        t.equal(receiver.received.at(-1)?.headers['x-service-attempt'], '4', 'attempt numbers continue after a replay');
-        t.equal(receiver.received.at(-1)?.headers['x-service-delivery'], id);
-        const conflict = await hooks.raw({ action: 'replay', delivery_id: id });
-        t.equal(conflict.statusCode, 409, 'a delivered delivery cannot be replayed');
+      const again = await hooks.raw({ action: 'replay', delivery_id: '00000000-0000-4000-8000-000000000000' });
+      t.equal(again.statusCode, 404, 'replay of an unknown delivery is 404');
+      await hooks.ok({ action: 'update', id: hook.id, patch: { url: receiver.url } });
+      receiver.mode = 'ok';
+      const replayed = (await hooks.ok({ action: 'replay', delivery_id: id })).delivery;
+      t.match(replayed, { status: 'pending', attempts: 3, dead_lettered_at: null });
+      t.match(await run.runOnce(), { delivered: 1 }, 'replay: the next run sends it again');
+      t.match(await delivery(), { status: 'delivered', attempts: 4, last_status_code: 204 });
+      t.equal(receiver.received.at(-1)?.headers['x-service-attempt'], '4', 'attempt numbers continue after a replay');
+      t.equal(receiver.received.at(-1)?.headers['x-service-delivery'], id);
+      const conflict = await hooks.raw({ action: 'replay', delivery_id: id });
+      t.equal(conflict.statusCode, 409, 'a delivered delivery cannot be replayed');
 
-        // A redirect is not followed: it is a failed attempt.
-        receiver.mode = 'redirect';
-        const { delivery_id: redirected } = await hooks.ok({ action: 'test', id: hook.id });
-        await run.runOnce();
-        t.equal(receiver.received.filter((r) => r.json.delivery_id === redirected).length, 1, 'the redirect target is never asked');
-        t.match((await hooks.deliveries()).find((d) => d.id === redirected), { status: 'failed', last_status_code: 302 });
-      },
-      { webhooks: { allow_private_targets: true } },
-    ),
+      // A redirect is not followed: it is a failed attempt.
+      receiver.mode = 'redirect';
+      const { delivery_id: redirected } = await hooks.ok({ action: 'test', id: hook.id });
+      await run.runOnce();
+      t.equal(receiver.received.filter((r) => r.json.delivery_id === redirected).length, 1, 'the redirect target is never asked');
+      t.match((await hooks.deliveries()).find((d) => d.id === redirected), { status: 'failed', last_status_code: 302 });
+    }),
   );
 
   t.test(`a worker that stops mid-delivery: sent again after its lease, same delivery id, on ${backend.name}`, (t) =>
-    withTestAuthority(
-      t,
-      backend,
-      async (authority) => {
-        const hooks = api(authority);
-        const receiver = await startReceiver();
-        t.teardown(() => receiver.close());
-        const hook = await hooks.create({ name: 'crash', url: receiver.url, timeout_seconds: 5 });
-        const { delivery_id: id } = await hooks.ok({ action: 'test', id: hook.id });
-        const webhooks = parseAuthorityConfig(LOOPBACK).webhooks;
+    withReceiver(t, backend, async ({ authority, hooks, receiver }) => {
+      const hook = await hooks.create({ name: 'crash', url: receiver.url, timeout_seconds: 5 });
+      const { delivery_id: id } = await hooks.ok({ action: 'test', id: hook.id });
+      const webhooks = parseAuthorityConfig(LOOPBACK).webhooks;
 
-        // The first worker claims the attempt and sends it, then dies before recording anything.
-        const claimed = await claimDueDeliveries(authority.backend.db, { now: new Date(authority.clock.now()), limit: 10, leaseMarginMs: webhooks.lease_margin_ms });
-        t.equal(claimed.attempts.length, 1);
-        const agent = deliveryAgent({ allowPrivate: true });
-        await sendAttempt({ box: authority.secrets, clock: authority.clock, config: webhooks }, agent, claimed.attempts[0]!);
-        await agent.close();
-        t.equal(receiver.received.length, 1, 'the receiver got attempt 1; its outcome was never recorded');
+      // The first worker claims the attempt and sends it, then dies before recording anything.
+      const claimed = await claimDueDeliveries(authority.backend.db, { now: new Date(authority.clock.now()), limit: 10, leaseMarginMs: webhooks.lease_margin_ms });
+      t.equal(claimed.attempts.length, 1);
+      const agent = deliveryAgent({ allowPrivate: true });
+      await sendAttempt({ box: authority.secrets, clock: authority.clock, config: webhooks }, agent, claimed.attempts[0]!);
+      await agent.close();
+      t.equal(receiver.received.length, 1, 'the receiver got attempt 1; its outcome was never recorded');
 
-        const restarted = worker(authority);
-        t.teardown(() => restarted.stop());
-        t.match(await restarted.runOnce(), { sent: 0 }, 'within the lease, the claimed attempt is not sent again');
-        authority.clock.advance(5_000 + webhooks.lease_margin_ms);
-        t.match(await restarted.runOnce(), { sent: 1, delivered: 1 }, 'after the lease, the restarted worker sends it');
-        t.equal(receiver.received.length, 2, 'at least once: a duplicate arrived');
-        t.same(receiver.received.map((r) => r.headers['x-service-delivery']), [id, id], 'the duplicate carries the same X-Service-Delivery');
-        t.same(receiver.received.map((r) => r.headers['x-service-attempt']), ['1', '2']);
-        const [delivery] = await hooks.deliveries();
-        t.same(delivery?.history.map((a) => a.outcome), ['abandoned', 'succeeded'], 'the lost attempt is recorded as abandoned');
-        t.equal(delivery?.status, 'delivered');
-      },
-      LOOPBACK,
-    ),
+      const restarted = worker(authority);
+      t.teardown(() => restarted.stop());
+      t.match(await restarted.runOnce(), { sent: 0 }, 'within the lease, the claimed attempt is not sent again');
+      authority.clock.advance(5_000 + webhooks.lease_margin_ms);
+      t.match(await restarted.runOnce(), { sent: 1, delivered: 1 }, 'after the lease, the restarted worker sends it');
+      t.equal(receiver.received.length, 2, 'at least once: a duplicate arrived');
+      t.same(receiver.received.map((r) => r.headers['x-service-delivery']), [id, id], 'the duplicate carries the same X-Service-Delivery');
+      t.same(receiver.received.map((r) => r.headers['x-service-attempt']), ['1', '2']);
+      const [delivery] = await hooks.deliveries();
+      t.same(delivery?.history.map((a) => a.outcome), ['abandoned', 'succeeded'], 'the lost attempt is recorded as abandoned');
+      t.equal(delivery?.status, 'delivered');
+    }),
   );
 
   t.test(`two workers on one database never send the same attempt twice on ${backend.name}`, (t) =>
-    withTestAuthority(
-      t,
-      backend,
-      async (authority) => {
-        const hooks = api(authority);
-        const receiver = await startReceiver();
-        t.teardown(() => receiver.close());
-        const hook = await hooks.create({ name: 'busy', url: receiver.url });
-        const ids = new Set<string>();
-        for (let i = 0; i < 24; i++) ids.add((await hooks.ok({ action: 'test', id: hook.id })).delivery_id);
-        const config = { webhooks: { allow_private_targets: true, batch_size: 5 } };
-        const [a, b] = [worker(authority, config), worker(authority, config)];
-        t.teardown(async () => {
-          await a.stop();
-          await b.stop();
-        });
-        for (let round = 0; round < 6; round++) await Promise.all([a.runOnce(), b.runOnce(), a.runOnce(), b.runOnce()]);
-        const sent = receiver.received.map((r) => `${r.headers['x-service-delivery']}#${r.headers['x-service-attempt']}`);
-        t.equal(new Set(sent).size, sent.length, 'no attempt was sent twice');
-        t.same(new Set(receiver.received.map((r) => r.json.delivery_id)), ids, 'every delivery went out');
-        t.ok((await hooks.deliveries()).every((d) => d.status === 'delivered' && d.attempts === 1));
-      },
-      LOOPBACK,
-    ),
+    withReceiver(t, backend, async ({ authority, hooks, receiver }) => {
+      const hook = await hooks.create({ name: 'busy', url: receiver.url });
+      const ids = new Set<string>();
+      for (let i = 0; i < 24; i++) ids.add((await hooks.ok({ action: 'test', id: hook.id })).delivery_id);
+      const config = { webhooks: { allow_private_targets: true, batch_size: 5 } };
+      const [a, b] = [worker(authority, config), worker(authority, config)];
+      t.teardown(async () => {
+        await a.stop();
+        await b.stop();
+      });
+      for (let round = 0; round < 6; round++) await Promise.all([a.runOnce(), b.runOnce(), a.runOnce(), b.runOnce()]);
+      const sent = receiver.received.map((r) => `${r.headers['x-service-delivery']}#${r.headers['x-service-attempt']}`);
+      t.equal(new Set(sent).size, sent.length, 'no attempt was sent twice');
+      t.same(new Set(receiver.received.map((r) => r.json.delivery_id)), ids, 'every delivery went out');
+      t.ok((await hooks.deliveries()).every((d) => d.status === 'delivered' && d.attempts === 1));
+    }),
   );
 
   t.test(`after rotate_secret, deliveries verify with the new secret only on ${backend.name}`, (t) =>
-    withTestAuthority(
-      t,
-      backend,
-      async (authority) => {
-        const hooks = api(authority);
-        const receiver = await startReceiver();
-        t.teardown(() => receiver.close());
-        const hook = await hooks.create({ name: 'rotating', url: receiver.url });
-        const run = worker(authority);
-        t.teardown(() => run.stop());
-        receiver.mode = 'fail';
-        await hooks.ok({ action: 'test', id: hook.id });
-        await run.runOnce();
-        t.ok(signedWith(hook.signing_secret, receiver.received[0] as ReceivedRequest), 'before: the old secret');
-        const rotated = (await hooks.ok({ action: 'rotate_secret', id: hook.id })).subscription;
-        receiver.mode = 'ok';
-        authority.clock.advance(10_000);
-        await hooks.ok({ action: 'test', id: hook.id });
-        await run.runOnce();
-        t.equal(receiver.received.length, 3, 'the retry and the new test delivery');
-        for (const request of receiver.received.slice(1)) {
-          t.ok(signedWith(rotated.signing_secret, request), 'signed with the new secret (a retry of an older delivery too)');
-          t.notOk(signedWith(hook.signing_secret, request), 'not with the old one');
-          t.throws(() => verifyWebhook({ rawBody: request.raw, headers: request.headers as Record<string, string>, secret: hook.signing_secret, now: authority.clock.now() }));
-        }
-      },
-      LOOPBACK,
-    ),
+    withReceiver(t, backend, async ({ authority, hooks, receiver }) => {
+      const hook = await hooks.create({ name: 'rotating', url: receiver.url });
+      const run = worker(authority);
+      t.teardown(() => run.stop());
+      receiver.mode = 'fail';
+      await hooks.ok({ action: 'test', id: hook.id });
+      await run.runOnce();
+      t.ok(signedWith(hook.signing_secret, receiver.received[0] as ReceivedRequest), 'before: the old secret');
+      const rotated = (await hooks.ok({ action: 'rotate_secret', id: hook.id })).subscription;
+      receiver.mode = 'ok';
+      authority.clock.advance(10_000);
+      await hooks.ok({ action: 'test', id: hook.id });
+      await run.runOnce();
+      t.equal(receiver.received.length, 3, 'the retry and the new test delivery');
+      for (const request of receiver.received.slice(1)) {
+        t.ok(signedWith(rotated.signing_secret, request), 'signed with the new secret (a retry of an older delivery too)');
+        t.notOk(signedWith(hook.signing_secret, request), 'not with the old one');
+        t.throws(() => verifyWebhook({ rawBody: request.raw, headers: request.headers as Record<string, string>, secret: hook.signing_secret, now: authority.clock.now() }));
+      }
+    }),
   );
 
   t.test(`private targets are refused at connect time in the default configuration on ${backend.name}`, (t) =>
-    withTestAuthority(t, backend, async (authority) => {
-      const hooks = api(authority);
-      const receiver = await startReceiver();
-      t.teardown(() => receiver.close());
-      const port = new URL(receiver.url).port;
-      // A public-looking name that resolves to loopback: the URL passes, the connection must not.
-      const resolve: Parameters<typeof deliveryAgent>[0]['resolve'] = (_host, _options, callback) => callback(null, [{ address: '127.0.0.1', family: 4 }]);
-      const hook = await hooks.create({ name: 'sneaky', url: `http://hooks.example.com:${port}/hooks` });
-      await hooks.ok({ action: 'test', id: hook.id });
-      const strict = worker(authority, {}, { resolve });
-      t.teardown(() => strict.stop());
-      t.match(await strict.runOnce(), { sent: 1, failed: 1 });
-      t.equal(receiver.received.length, 0, 'nothing reached the loopback receiver');
-      t.match((await hooks.deliveries())[0]?.history[0]?.error, /private, loopback or link-local/);
+    withReceiver(
+      t,
+      backend,
+      async ({ authority, hooks, receiver }) => {
+        const port = new URL(receiver.url).port;
+        // A public-looking name that resolves to loopback: the URL passes, the connection must not.
+        const resolve: Parameters<typeof deliveryAgent>[0]['resolve'] = (_host, _options, callback) => callback(null, [{ address: '127.0.0.1', family: 4 }]);
+        const hook = await hooks.create({ name: 'sneaky', url: `http://hooks.example.com:${port}/hooks` });
+        await hooks.ok({ action: 'test', id: hook.id });
+        const strict = worker(authority, {}, { resolve });
+        t.teardown(() => strict.stop());
+        t.match(await strict.runOnce(), { sent: 1, failed: 1 });
+        t.equal(receiver.received.length, 0, 'nothing reached the loopback receiver');
+        t.match((await hooks.deliveries())[0]?.history[0]?.error, /private, loopback or link-local/);
 
-      // The same name with private targets allowed does connect: the refusal was the address.
-      const lenient = worker(authority, LOOPBACK, { resolve });
-      t.teardown(() => lenient.stop());
-      authority.clock.advance(10_000);
-      t.match(await lenient.runOnce(), { delivered: 1 });
-      t.equal(receiver.received.length, 1);
-    }),
+        // The same name with private targets allowed does connect: the refusal was the address.
+        const lenient = worker(authority, LOOPBACK, { resolve });
+        t.teardown(() => lenient.stop());
+        authority.clock.advance(10_000);
+        t.match(await lenient.runOnce(), { delivered: 1 });
+        t.equal(receiver.received.length, 1);
+      },
+      {}, // the default configuration: private targets refused
+    ),
   );
 
   t.test(`every state change writes its deliveries in its own transaction on ${backend.name}`, (t) =>
