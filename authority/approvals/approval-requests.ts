@@ -19,7 +19,6 @@ import type { Principal } from '../auth/principal.js';
 import type { PagePosition } from '../http/page-cursor.js';
 import type { Db, Queryable } from '../store/db.js';
 import { isoOrNull, type Clock } from '../time.js';
-import { enqueueWebhookEvents } from '../webhooks/outbox.js';
 
 export type StoredApprovalStatus = 'pending' | 'approved' | 'rejected' | 'expired';
 export type ApprovalStatusValue = ApprovalRecord['status'];
@@ -127,7 +126,7 @@ export async function openApprovalRequest(tx: Queryable, input: NewApprovalReque
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11)`,
     [input.id, input.orgId, input.evaluationId, input.requestId, input.actionType, input.actorId, input.bindingHash, input.riskScore, input.reasonCodes, expiresAt, now],
   );
-  const appended = await appendAuditEvents(
+  await appendAuditEvents(
     tx,
     [
       {
@@ -153,7 +152,6 @@ export async function openApprovalRequest(tx: Queryable, input: NewApprovalReque
     ],
     now,
   );
-  await enqueueWebhookEvents(tx, appended);
 }
 
 export async function getApprovalRequest(db: Queryable, orgId: string, id: string, options: { lock?: boolean } = {}): Promise<ApprovalRequest | null> {
@@ -232,7 +230,7 @@ export async function resolveApprovalRequest(
       resolver,
       note,
     ]);
-    const appended = await appendAuditEvents(
+    await appendAuditEvents(
       tx,
       [
         {
@@ -250,7 +248,6 @@ export async function resolveApprovalRequest(
       ],
       now,
     );
-    await enqueueWebhookEvents(tx, appended);
     return { ...current, status: next, resolvedAt: now, resolvedBy: resolver, note };
   });
 }

@@ -17,7 +17,6 @@ import type { NewAuditEvent } from '../audit/types.js';
 import { runEvery, type PeriodicTask } from '../periodic.js';
 import type { Db } from '../store/db.js';
 import type { Clock } from '../time.js';
-import { enqueueWebhookEvents } from '../webhooks/outbox.js';
 
 interface DueRequest {
   id: string;
@@ -61,7 +60,7 @@ export async function expireDueApprovalRequests(db: Db, clock: Clock, options: {
         binding_hash: row.binding_hash,
       },
     }));
-    await enqueueWebhookEvents(tx, await appendAuditEvents(tx, events, now));
+    await appendAuditEvents(tx, events, now);
     return { expired: due.length };
   });
 }

@@ -19,6 +19,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { canonicalJson } from '../../shared/canonical-json.js';
 import type { Queryable } from '../store/db.js';
+import { enqueueWebhookEvents } from '../webhooks/outbox.js';
 import { GENESIS_HASH, type AuditEvent, type AuditPayload, type NewAuditEvent } from './types.js';
 
 /**
@@ -155,7 +156,9 @@ export function splitPayload(event: NewAuditEvent, id: string, recordedIso: stri
  * Appends `events` to their organizations' chains: each organization's events take consecutive
  * sequences in the order given, under one lock of its head (group commit passes the events of
  * many organizations at once). Call it inside the transaction of the change the events record:
- * if it throws, that transaction must fail too (its caller answers 503 audit_unavailable).
+ * if it throws, that transaction must fail too (its caller answers 503 audit_unavailable). The
+ * events' webhook deliveries are written here too (webhooks/outbox.ts), in the same transaction,
+ * so no change can append an event without them.
  */
 export async function appendAuditEvents(tx: Queryable, events: readonly NewAuditEvent[], recordedAt: Date): Promise<AuditEvent[]> {
   if (events.length === 0) return [];
@@ -218,6 +221,7 @@ export async function appendAuditEvents(tx: Queryable, events: readonly NewAudit
     if (last) values.push(orgIds, moved.map((head) => head.sequence), moved.map((head) => head.head_hash));
     await tx.query(insertSql(chunk.length, last), values);
   }
+  await enqueueWebhookEvents(tx, appended);
   return appended;
 }
 

@@ -10,7 +10,6 @@ import type { Principal } from '../auth/principal.js';
 import { requirePermit } from '../permits/permits.js';
 import type { Db } from '../store/db.js';
 import type { Clock } from '../time.js';
-import { enqueueWebhookEvents } from '../webhooks/outbox.js';
 
 export function effectRoutes(app: FastifyInstance, deps: { db: Db; clock: Clock }): void {
   app.withTypeProvider<ZodTypeProvider>().post(
@@ -45,7 +44,6 @@ export function effectRoutes(app: FastifyInstance, deps: { db: Db; clock: Clock 
           },
           now,
         );
-        await enqueueWebhookEvents(tx, [appended]);
         return appended;
       });
       return reply.code(201).send({

@@ -23,7 +23,6 @@ import type { NewAuditEvent } from '../audit/types.js';
 import type { AuthorityConfig } from '../config.js';
 import type { Db, Queryable } from '../store/db.js';
 import type { Clock } from '../time.js';
-import { enqueueWebhookEvents } from '../webhooks/outbox.js';
 import { createdEvents, timeoutEvents, voteEvents, type ChangeContext } from './audit-events.js';
 import {
   applyDueTimeouts,
@@ -148,14 +147,8 @@ export async function createEscalation(tx: Queryable, input: NewEscalation, cloc
     updatedAt: now,
   };
   await insertEscalation(tx, escalation);
-  await record(tx, createdEvents(escalation, { credential: input.createdBy, requestId: escalation.requestId, now }, threshold), now);
+  await appendAuditEvents(tx, createdEvents(escalation, { credential: input.createdBy, requestId: escalation.requestId, now }, threshold), now);
   return escalation;
-}
-
-/** Appends last (it holds the organization's chain lock until commit), then fills the outbox. */
-async function record(tx: Queryable, events: NewAuditEvent[], now: Date): Promise<void> {
-  const appended = await appendAuditEvents(tx, events, now);
-  await enqueueWebhookEvents(tx, appended);
 }
 
 /**
@@ -195,7 +188,7 @@ export async function settleEscalation(db: Db, orgId: string, id: string, clock:
       return busy && { escalation: applyDueTimeouts(busy, now).escalation, transitions: [] };
     }
     const settled = await recordTimeouts(tx, locked, { ...SYSTEM, now });
-    await record(tx, settled.events, now);
+    await appendAuditEvents(tx, settled.events, now);
     return { escalation: settled.escalation, transitions: settled.transitions };
   });
 }
@@ -262,7 +255,7 @@ export async function castVote(db: Db, input: VoteInput, clock: Clock): Promise<
     if (!locked) return { kind: 'not_found' };
     const timed = await recordTimeouts(tx, locked, context);
     const refuse = async (result: VoteResult): Promise<VoteResult> => {
-      await record(tx, timed.events, now);
+      await appendAuditEvents(tx, timed.events, now);
       return result;
     };
     if (isRequester(timed.escalation, input.voter)) return refuse({ kind: 'requester', transitions: timed.transitions });
@@ -282,7 +275,7 @@ export async function castVote(db: Db, input: VoteInput, clock: Clock): Promise<
     const tally = await tallyTier(tx, locked.id, timed.escalation.tier);
     const { escalation } = applyVote(timed.escalation, tally, input.decision, now);
     await updateEscalationState(tx, escalation);
-    await record(tx, [...timed.events, ...voteEvents(escalation, vote, tally, context)], now);
+    await appendAuditEvents(tx, [...timed.events, ...voteEvents(escalation, vote, tally, context)], now);
     const transitions = escalation.status === timed.escalation.status ? timed.transitions : [...timed.transitions, escalation.status];
     return { kind: 'recorded', escalation, record: vote, tally, transitions };
   });

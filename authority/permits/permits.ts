@@ -16,7 +16,6 @@ import { PERMIT_LEEWAY_SECONDS } from '../../shared/permits/claims.js';
 import { permitStoreKey } from '../../shared/permits/store-keys.js';
 import type { SharedStore } from '../../shared/store/types.js';
 import { appendAuditEvent } from '../audit/chain.js';
-import { enqueueWebhookEvents } from '../webhooks/outbox.js';
 import type { Principal } from '../auth/principal.js';
 import type { Db, Queryable } from '../store/db.js';
 import type { Clock } from '../time.js';
@@ -178,7 +177,7 @@ export async function revokePermit(
     } catch (error) {
       throw new CountersignError('service_unavailable', 'the shared store is not reachable, so gates could not learn of the revocation; nothing was changed', { cause: error });
     }
-    const appended = await appendAuditEvent(
+    await appendAuditEvent(
       tx,
       {
         orgId: principal.org.id,
@@ -194,7 +193,6 @@ export async function revokePermit(
       },
       now,
     );
-    await enqueueWebhookEvents(tx, [appended]);
     return fromRow(updated[0] as PermitRow, now.getTime());
   });
   return revoked;

@@ -11,7 +11,6 @@ import { verifyPermit, type VerifyOutcome } from '../../shared/permits/verify.js
 import type { SharedStore } from '../../shared/store/types.js';
 import { VerifyPermitRequest, VerifyPermitResponse } from '../../shared/wire/permits.js';
 import { appendAuditEvent } from '../audit/chain.js';
-import { enqueueWebhookEvents } from '../webhooks/outbox.js';
 import type { Principal } from '../auth/principal.js';
 import type { AuthorityConfig } from '../config.js';
 import { VERIFY_LIMIT } from '../http/route-access.js';
@@ -57,7 +56,7 @@ export function verifyRoutes(app: FastifyInstance, deps: VerifyRouteDeps): void 
     try {
       await deps.db.transaction(async (tx) => {
         if (outcome.valid && outcome.consumed) await markConsumed(tx, principal.org.id, outcome.claims.jti, now);
-        const appended = await appendAuditEvent(
+        await appendAuditEvent(
           tx,
           {
             orgId: principal.org.id,
@@ -81,7 +80,6 @@ export function verifyRoutes(app: FastifyInstance, deps: VerifyRouteDeps): void 
           },
           now,
         );
-        await enqueueWebhookEvents(tx, [appended]);
       });
     } catch (error) {
       deps.metrics.auditAppendFailures.inc({ operation: 'verify' });

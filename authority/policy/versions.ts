@@ -14,7 +14,6 @@ import type { z } from 'zod';
 import { CountersignError } from '../../shared/errors.js';
 import type { PolicyRecord } from '../../shared/wire/policies.js';
 import { appendAuditEvent } from '../audit/chain.js';
-import { enqueueWebhookEvents } from '../webhooks/outbox.js';
 import type { Organization } from '../orgs/organizations.js';
 import type { Db, Queryable } from '../store/db.js';
 import type { Clock } from '../time.js';
@@ -133,7 +132,7 @@ export class PolicyVersions {
     );
     await tx.query('UPDATE organizations SET policy_version = $2 WHERE id = $1', [input.orgId, version]);
     const stored = fromRow(rows[0] as PolicyRow);
-    const appended = await appendAuditEvent(
+    await appendAuditEvent(
       tx,
       {
         orgId: input.orgId,
@@ -149,7 +148,6 @@ export class PolicyVersions {
       },
       now,
     );
-    await enqueueWebhookEvents(tx, [appended]);
     this.compiled.set(`${input.orgId}:${version}`, { id: stored.id, version, compiled });
     return stored;
   }

@@ -24,7 +24,6 @@ import { verificationStream } from '../../shared/permits/store-keys.js';
 import type { SharedStore, StoredRecord } from '../../shared/store/types.js';
 import { VerificationRecord } from '../../shared/wire/verification-records.js';
 import { appendAuditEvents } from '../audit/chain.js';
-import { enqueueWebhookEvents } from '../webhooks/outbox.js';
 import type { NewAuditEvent } from '../audit/types.js';
 import { markManyConsumed } from '../permits/permits.js';
 import { runEvery, type PeriodicTask } from '../periodic.js';
@@ -152,7 +151,6 @@ async function recordBatch(deps: DrainDeps, orgId: string, records: StoredRecord
 
     const events = toRecord.map((entry) => auditEventOf(orgId, entry, now));
     const appended = await appendAuditEvents(tx, events, now);
-    await enqueueWebhookEvents(tx, appended);
     if (appended.length > 0) {
       // After the append, which holds the chain lock to commit: one statement on rows this
       // transaction already holds, to link each ledger row to its event.

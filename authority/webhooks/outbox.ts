@@ -1,8 +1,8 @@
 /**
  * The webhook outbox: the seam through which every appended audit event reaches the
- * organization's webhook subscribers. Callers invoke it with the events they just appended,
- * inside the same transaction, so a delivery exists exactly when its event does (DESIGN.md
- * "webhooks"). For each event it writes one `pending` delivery per matching active subscription
+ * organization's webhook subscribers. appendAuditEvents (audit/chain.ts) calls it with the events
+ * it just appended, inside the same transaction, so a delivery exists exactly when its event does
+ * (DESIGN.md "webhooks"). For each event it writes one `pending` delivery per matching active subscription
  * (`event_types` null, or containing the event's type), due at once; workers claim them later
  * with `FOR UPDATE SKIP LOCKED` (deliveries.ts). A delivery's payload is the event's payload.
  *
@@ -10,10 +10,8 @@
  * deliveries itself with the same rule (migration 0010).
  *
  * @example
- *   await db.transaction(async (tx) => {
- *     const appended = await appendAuditEvents(tx, events, now);
- *     await enqueueWebhookEvents(tx, appended);
- *   });
+ *   // inside appendAuditEvents, after the events' insert:
+ *   await enqueueWebhookEvents(tx, appended);
  */
 import { randomUUID } from 'node:crypto';
 import type { AuditEvent } from '../audit/types.js';
