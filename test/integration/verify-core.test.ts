@@ -23,8 +23,14 @@ import {
 } from '../../shared/permits/claims.js';
 import type { PermitClaims } from '../../shared/permits/claims.js';
 import { permitStoreKey, verificationStream } from '../../shared/permits/store-keys.js';
-import { VERIFY_ERROR_CODES, staticKeyResolver, verifyPermit } from '../../shared/permits/verify.js';
-import type { PermitKeyResolver, VerifyOutcome, VerifyPermitOptions } from '../../shared/permits/verify.js';
+import {
+  POOL_WHEN_IN_FLIGHT,
+  VERIFY_ERROR_CODES,
+  signatureRunsOnPool,
+  staticKeyResolver,
+  verifyPermit,
+} from '../../shared/permits/verify.js';
+import type { PermitKeyResolver, SignatureOn, VerifyOutcome, VerifyPermitOptions } from '../../shared/permits/verify.js';
 import { MemoryStore } from '../../shared/store/memory.js';
 import { RedisStore } from '../../shared/store/redis.js';
 import type { SharedStore } from '../../shared/store/types.js';
@@ -243,26 +249,59 @@ t.test('algorithm, type and key id', async (t) => {
   t.equal((await verifyPermit(options(t, edToken, { keys: { resolve: async () => ed.publicKey } }))).valid, true, 'KeyObject keys work');
 });
 
-t.test('signature and payload tampering', async (t) => {
-  const { token } = await issue();
+/** Flips a character in the middle of the signature: the last one may only carry unused bits. */
+function tamperSignature(token: string): string {
   const [h, p, s] = token.split('.') as [string, string, string];
-  // Flip a character in the middle: the last one may only carry unused bits.
   const i = 20;
-  const flipped = `${s.slice(0, i)}${s[i] === 'A' ? 'B' : 'A'}${s.slice(i + 1)}`;
-  let outcome = await verifyPermit(options(t, `${h}.${p}.${flipped}`));
-  refusal(t, outcome, 'PERMIT_INVALID', 'tampered signature', /signature/);
-  t.equal(outcome.valid === false && outcome.claims, null, 'no claims before a valid signature');
+  return `${h}.${p}.${s.slice(0, i)}${s[i] === 'A' ? 'B' : 'A'}${s.slice(i + 1)}`;
+}
 
-  const payload = JSON.parse(Buffer.from(p, 'base64url').toString('utf8')) as Record<string, unknown>;
-  outcome = await verifyPermit(options(t, `${h}.${b64({ ...payload, amount_usd: 1 })}.${s}`));
-  refusal(t, outcome, 'PERMIT_INVALID', 'tampered payload (added claim)', /signature/);
-  outcome = await verifyPermit(options(t, `${h}.${b64({ ...payload, exp: (payload['exp'] as number) + 100 })}.${s}`));
-  refusal(t, outcome, 'PERMIT_INVALID', 'tampered payload (exp)', /signature/);
-  outcome = await verifyPermit(options(t, `${b64({ alg: 'EdDSA', typ: 'permit+jwt', kid: KID, x: 1 })}.${p}.${s}`));
-  refusal(t, outcome, 'PERMIT_INVALID', 'tampered header', /signature/);
+for (const signatureOn of ['event-loop', 'thread-pool'] as const satisfies readonly SignatureOn[]) {
+  t.test(`signature and payload tampering, signature checked on the ${signatureOn}`, async (t) => {
+    const { token, claims } = await issue();
+    const [h, p, s] = token.split('.') as [string, string, string];
+    t.same(await verifyPermit(options(t, token, { signatureOn })), { valid: true, claims, binding: 'full', consumed: true }, 'the untouched permit verifies');
+    let outcome = await verifyPermit(options(t, tamperSignature(token), { signatureOn }));
+    refusal(t, outcome, 'PERMIT_INVALID', 'tampered signature', /signature/);
+    t.equal(outcome.valid === false && outcome.claims, null, 'no claims before a valid signature');
 
-  const otherKey = await signPermit(claimsFor(), { kid: KID, privateKey: other.privateKey });
-  refusal(t, await verifyPermit(options(t, otherKey)), 'PERMIT_INVALID', 'signed by another key under our kid', /signature/);
+    const payload = JSON.parse(Buffer.from(p, 'base64url').toString('utf8')) as Record<string, unknown>;
+    outcome = await verifyPermit(options(t, `${h}.${b64({ ...payload, amount_usd: 1 })}.${s}`, { signatureOn }));
+    refusal(t, outcome, 'PERMIT_INVALID', 'tampered payload (added claim)', /signature/);
+    outcome = await verifyPermit(options(t, `${h}.${b64({ ...payload, exp: (payload['exp'] as number) + 100 })}.${s}`, { signatureOn }));
+    refusal(t, outcome, 'PERMIT_INVALID', 'tampered payload (exp)', /signature/);
+    outcome = await verifyPermit(options(t, `${b64({ alg: 'EdDSA', typ: 'permit+jwt', kid: KID, x: 1 })}.${p}.${s}`, { signatureOn }));
+    refusal(t, outcome, 'PERMIT_INVALID', 'tampered header', /signature/);
+
+    const otherKey = await signPermit(claimsFor(), { kid: KID, privateKey: other.privateKey });
+    refusal(t, await verifyPermit(options(t, otherKey, { signatureOn })), 'PERMIT_INVALID', 'signed by another key under our kid', /signature/);
+  });
+}
+
+t.test("'auto' checks signatures on the event loop until several verifications are in flight", async (t) => {
+  t.equal(signatureRunsOnPool('auto', 1), false, 'alone: on the event loop');
+  t.equal(signatureRunsOnPool('auto', POOL_WHEN_IN_FLIGHT - 1), false, 'just below the threshold: on the event loop');
+  t.equal(signatureRunsOnPool('auto', POOL_WHEN_IN_FLIGHT), true, 'at the threshold: on the thread pool');
+  t.equal(signatureRunsOnPool('event-loop', 100), false, 'event-loop: always');
+  t.equal(signatureRunsOnPool('thread-pool', 1), true, 'thread-pool: always');
+
+  // Started together, all 80 are in flight when they reach the signature, so 'auto' sends each
+  // to the pool, and the answers are the event loop's: genuine permits valid, tampered refused.
+  const store = newMemoryStore(t);
+  const genuine = await Promise.all(Array.from({ length: 40 }, () => issue()));
+  const outcomes = await Promise.all(
+    genuine.flatMap(({ token }) => [
+      verifyPermit(options(t, token, { store })),
+      verifyPermit(options(t, tamperSignature(token), { store })),
+    ]),
+  );
+  t.same(
+    outcomes.filter((_, i) => i % 2 === 0).map((o) => o.valid && o.claims.jti),
+    genuine.map(({ claims }) => claims.jti),
+    'every genuine permit verified',
+  );
+  const tampered = outcomes.filter((_, i) => i % 2 === 1);
+  t.ok(tampered.every((o) => !o.valid && o.code === 'PERMIT_INVALID' && /signature/.test(o.reason)), 'every tampered permit refused at the signature');
 });
 
 t.test('claims that do not parse', async (t) => {
