@@ -137,9 +137,10 @@ export async function startAuthority({ databaseUrl, redisUrl, dir, bootstrapKey,
 
 /**
  * `countersign proxy --config <file>`; ready once /readyz says its keys and Redis are there. `cli`
- * may name another build's dist/bin/countersign.js, to compare a change with the current one.
+ * may name another build's dist/bin/countersign.js and `nodeOptions` other Node flags, to compare a
+ * change with the current one (proxy-compare.mjs).
  */
-export async function startCountersignProxy({ dir, redisUrl, yaml, cpuProfileDir, cli = CLI }) {
+export async function startCountersignProxy({ dir, redisUrl, yaml, cpuProfileDir, cli = CLI, nodeOptions }) {
   const configFile = join(dir, 'proxy.yaml');
   const [port, adminPort] = [await freePort(), await freePort()];
   await writeFile(configFile, yaml({ listen: `127.0.0.1:${port}`, adminListen: `127.0.0.1:${adminPort}` }));
@@ -149,7 +150,7 @@ export async function startCountersignProxy({ dir, redisUrl, yaml, cpuProfileDir
     // The proxy runs with the Node flags its container gets (PROXY_NODE_OPTIONS: a small young
     // generation keeps the sidecar's RSS down at no measurable CPU cost); BENCH_PROXY_NODE_OPTIONS
     // replaces them, to measure another setting.
-    env: { PATH: process.env.PATH, REDIS_URL: redisUrl, COUNTERSIGN_LOG_LEVEL: 'warn', NODE_OPTIONS: process.env.BENCH_PROXY_NODE_OPTIONS ?? PROXY_NODE_OPTIONS },
+    env: { PATH: process.env.PATH, REDIS_URL: redisUrl, COUNTERSIGN_LOG_LEVEL: 'warn', NODE_OPTIONS: nodeOptions ?? process.env.BENCH_PROXY_NODE_OPTIONS ?? PROXY_NODE_OPTIONS },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const proc = track('the Countersign proxy', child);

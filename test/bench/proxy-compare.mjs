@@ -1,0 +1,189 @@
+#!/usr/bin/env node
+/**
+ * Compares builds of the proxy's enforced route in one run, alternating them round by round.
+ * Two full `npm run bench` runs of the same code differ by up to 40 % on the 2-core development
+ * machine, so a change worth 10–30 % only shows when both builds are measured side by side, under
+ * the same drift. This is how the thread-pool verify and the semi-space size were chosen.
+ *
+ *   node test/bench/proxy-compare.mjs LABEL=BUILD[@NODE_OPTIONS] ...
+ *
+ *   BUILD  `.`: this checkout's dist/ (run `npm run build` first); anything else: a git revision,
+ *          checked out into a temporary worktree and built there with this checkout's node_modules
+ *   @NODE_OPTIONS  the proxy's Node flags for that entry (default: the container's, PROXY_NODE_OPTIONS)
+ *
+ * Environment: BENCH_ROUNDS (3), BENCH_SECONDS (4), BENCH_WARMUP_SECONDS (1), BENCH_MODE (`closed`,
+ * `open` or `both`; default both), BENCH_PROXY_CONNECTIONS (32), BENCH_PROXY_RATE (1000), and
+ * REDIS_URL (else a throwaway redis-server, as `npm test` starts it).
+ *
+ * No authority runs: permits are signed here with a fresh Ed25519 key, whose JWKS a small loopback
+ * server publishes at /v1/permit-keys. Each run is the enforced route of the proxy benchmark
+ * (fresh permit per request) against bench-servers.mjs's upstream. Per build it prints
+ * every round, then the median and the ratio to the first entry within each round.
+ *
+ * @example
+ *   npm run build
+ *   node test/bench/proxy-compare.mjs base=HEAD~1 new=.
+ *   BENCH_MODE=closed node test/bench/proxy-compare.mjs semi2=.@'--max-semi-space-size=2 --max-old-space-size=96' semi4=.
+ */
+import { execFileSync } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
+import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startRedis, stopServers } from '../support/servers.mjs';
+import { fmt, formatTable } from './bench-common.mjs';
+import { cpuBetween, cpuTimes, rssSampler } from './proc-stats.mjs';
+import { CLI, runGenerator, startBenchServer, startCountersignProxy, stopAll } from './proxy-processes.mjs';
+import { ACTOR, PERMIT_HEADER, proxyYaml } from './proxy-setup.mjs';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const { buildPermitClaims, signPermit } = await import(join(root, 'dist', 'authority', 'permits', 'sign.js'));
+
+const log = (line) => process.stdout.write(`${line}\n`);
+const number = (name, fallback) => (process.env[name] ? Number(process.env[name]) : fallback);
+const ROUNDS = number('BENCH_ROUNDS', 3);
+const SECONDS = number('BENCH_SECONDS', 4);
+const WARMUP = number('BENCH_WARMUP_SECONDS', 1);
+const CONNECTIONS = number('BENCH_PROXY_CONNECTIONS', 32);
+const RATE = number('BENCH_PROXY_RATE', 1000);
+const MODES = { closed: ['closed'], open: ['open'], both: ['closed', 'open'] }[process.env.BENCH_MODE ?? 'both'];
+/** Closed loop mints for this rate over warm-up and window; a faster build ends its window early (reported). */
+const CLOSED_MINT_RATE = 6000;
+const UPSTREAM_BODY = '{"ok":true,"from":"bench-upstream"}';
+const ORG = 'default';
+const KID = 'compare-1';
+
+const entries = process.argv.slice(2).map(parseEntry);
+if (entries.length < 2 || !MODES) {
+  log('usage: node test/bench/proxy-compare.mjs LABEL=BUILD[@NODE_OPTIONS] LABEL=BUILD[@NODE_OPTIONS] ...  (BENCH_MODE closed|open|both)');
+  process.exit(2);
+}
+
+function parseEntry(arg) {
+  const match = /^([\w.-]+)=([^@]+)(?:@(.*))?$/.exec(arg);
+  if (!match) throw new Error(`not LABEL=BUILD[@NODE_OPTIONS]: ${arg}`);
+  return { label: match[1], build: match[2], nodeOptions: match[3] };
+}
+
+const worktrees = [];
+/** dist/bin/countersign.js of a build: this checkout's, or a revision built in a worktree. */
+function cliOf(build) {
+  if (build === '.') return CLI;
+  const dir = mkdtempSync(join(tmpdir(), 'countersign-compare-'));
+  rmSync(dir, { recursive: true });
+  execFileSync('git', ['worktree', 'add', '--detach', dir, build], { cwd: root, stdio: 'ignore' });
+  worktrees.push(dir);
+  symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'));
+  log(`building ${build} in ${dir}`);
+  execFileSync(join(root, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.build.json'], { cwd: dir, stdio: 'inherit' });
+  return join(dir, 'dist', 'bin', 'countersign.js');
+}
+
+function cleanUp() {
+  for (const dir of worktrees) {
+    try {
+      execFileSync('git', ['worktree', 'remove', '--force', dir], { cwd: root, stdio: 'ignore' });
+    } catch {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+}
+
+const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+const jwks = JSON.stringify({ keys: [{ ...publicKey.export({ format: 'jwk' }), kid: KID, use: 'sig', alg: 'EdDSA' }] });
+let permitSequence = 0;
+
+/** Requests for the enforced route, each with its own permit, as the bench's minted ones. */
+async function mint(count) {
+  const requests = [];
+  for (let i = 0; i < count; i += 1) {
+    const id = `c${permitSequence++}`;
+    const facts = { action_type: 'demo.echo', actor_id: ACTOR, environment: 'dev', target: { type: 'demo', id } };
+    const claims = buildPermitClaims({
+      issuer: 'countersign', audience: 'countersign:gate', org: ORG, requestId: `req_${id}`, facts,
+      keys: Object.keys(facts), policyVersion: 1, nowMs: Date.now(), lifetimeSeconds: 300,
+    });
+    requests.push({ method: 'POST', path: `/echo/${id}`, headers: { [PERMIT_HEADER]: await signPermit(claims, { kid: KID, privateKey }), 'x-actor-id': ACTOR } });
+  }
+  return requests;
+}
+
+async function measure(entry, mode, context) {
+  const proxy = await startCountersignProxy({ dir: context.dir, redisUrl: context.redisUrl, yaml: context.yaml, cli: entry.cli, nodeOptions: entry.nodeOptions });
+  try {
+    const requests = await mint(Math.ceil((WARMUP + SECONDS) * (mode === 'open' ? RATE : CLOSED_MINT_RATE)) + 100);
+    const spec = {
+      origin: proxy.url, mode, connections: CONNECTIONS, rate: RATE, warmupMs: WARMUP * 1000, windowMs: SECONDS * 1000,
+      requests, reuse: false, expect: { status: 200, body: UPSTREAM_BODY },
+    };
+    let before;
+    let after;
+    const rss = rssSampler(proxy.pid, 100);
+    const result = await runGenerator(spec, { onWindowStart: () => (before = cpuTimes([proxy.pid])), onWindowEnd: () => (after = cpuTimes([proxy.pid])) });
+    const memory = rss.stop();
+    return { ...result, cpuPerRequestUs: (1e6 * cpuBetween(before, after)) / result.requests, rssMaxMb: memory.max / 2 ** 20 };
+  } finally {
+    await proxy.stop();
+  }
+}
+
+const median = (values) => {
+  const sorted = values.filter(Number.isFinite).sort((a, b) => a - b);
+  if (sorted.length === 0) return Number.NaN;
+  const middle = sorted.length / 2;
+  return Number.isInteger(middle) ? (sorted[middle - 1] + sorted[middle]) / 2 : sorted[Math.floor(middle)];
+};
+
+async function main() {
+  const redis = await startRedis({ log });
+  if (!redis.ok) throw new Error(redis.reason);
+  const authority = createServer((req, res) => {
+    res.setHeader('content-type', 'application/json');
+    res.end(req.url?.startsWith('/v1/permit-keys') ? jwks : '{}');
+  });
+  await new Promise((listening) => authority.listen(0, '127.0.0.1', listening));
+  const dir = mkdtempSync(join(tmpdir(), 'countersign-compare-'));
+  try {
+    const keyFile = join(dir, 'proxy.key');
+    writeFileSync(keyFile, 'cs_compare_unused', { mode: 0o600 });
+    const upstream = await startBenchServer('upstream', { body: UPSTREAM_BODY });
+    for (const entry of entries) entry.cli = cliOf(entry.build);
+    const context = { dir, redisUrl: redis.url, yaml: proxyYaml({ upstream: upstream.url, authority: `http://127.0.0.1:${authority.address().port}`, keyFile, organization: ORG }) };
+
+    for (const mode of MODES) {
+      log(`\n== enforced route, ${mode === 'closed' ? `closed loop, ${CONNECTIONS} connections` : `open loop, ${RATE}/s`}; ${ROUNDS} rounds of ${WARMUP} s + ${SECONDS} s ==`);
+      const results = new Map(entries.map((entry) => [entry.label, []]));
+      for (let round = 1; round <= ROUNDS; round += 1) {
+        for (const entry of entries) {
+          const result = await measure(entry, mode, context);
+          results.get(entry.label).push(result);
+          const cut = result.exhausted ? ` (ran out of permits after ${fmt(result.windowSeconds)} s)` : '';
+          const kinds = result.errorKinds.map(({ kind, count }) => `${count}× ${kind}`).join(', ');
+          log(`round ${round} ${entry.label}: ${fmt(result.perSecond, 0)}/s, p99 ${fmt(result.p99, 2)} ms, ${fmt(result.cpuPerRequestUs, 0)} µs CPU/request, RSS max ${fmt(result.rssMaxMb)} MB, ${result.errors} errors${kinds ? ` (${kinds})` : ''}${cut}`);
+        }
+      }
+      const first = results.get(entries[0].label);
+      const rows = entries.map(({ label }) => {
+        const own = results.get(label);
+        const ratios = own.map((result, i) => result.perSecond / first[i].perSecond);
+        const ahead = ratios.filter((ratio) => ratio > 1).length;
+        return [label, fmt(median(own.map((r) => r.perSecond)), 0), fmt(median(own.map((r) => r.p99)), 2), fmt(median(own.map((r) => r.cpuPerRequestUs)), 0),
+          fmt(median(own.map((r) => r.rssMaxMb))), fmt(median(ratios), 2), label === entries[0].label ? '-' : `${ahead} of ${ratios.length}`];
+      });
+      log(`\n${formatTable(['build', 'median /s', 'p99 ms', 'µs CPU/req', 'RSS MB', `÷ ${entries[0].label} (median of rounds)`, 'rounds ahead'], rows)}`);
+    }
+  } finally {
+    authority.close();
+    await stopAll();
+    await stopServers();
+    cleanUp();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch((error) => {
+  log(`proxy-compare failed: ${error.stack ?? error}`);
+  process.exitCode = 1;
+});
