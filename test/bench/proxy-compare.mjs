@@ -17,8 +17,9 @@
  *
  * No authority runs: permits are signed here with a fresh Ed25519 key, whose JWKS a small loopback
  * server publishes at /v1/permit-keys. Each run is the enforced route of the proxy benchmark
- * (fresh permit per request) against bench-servers.mjs's upstream. Per build it prints
- * every round, then the median and the ratio to the first entry within each round.
+ * (fresh permit per request) against bench-servers.mjs's upstream. Per build it prints every
+ * round, then the medians and the ratio to the first entry within each round: of throughput in
+ * closed loop, of p99 in open loop (where every build runs at the same rate).
  *
  * @example
  *   npm run build
@@ -164,15 +165,19 @@ async function main() {
           log(`round ${round} ${entry.label}: ${fmt(result.perSecond, 0)}/s, p99 ${fmt(result.p99, 2)} ms, ${fmt(result.cpuPerRequestUs, 0)} µs CPU/request, RSS max ${fmt(result.rssMaxMb)} MB, ${result.errors} errors${kinds ? ` (${kinds})` : ''}${cut}`);
         }
       }
+      // Closed loop compares throughput (higher is better); open loop, where every build runs at
+      // the same rate, compares p99 (lower is better).
+      const metric = mode === 'closed' ? { name: 'requests/s', of: (r) => r.perSecond, better: 1 } : { name: 'p99', of: (r) => r.p99, better: -1 };
       const first = results.get(entries[0].label);
       const rows = entries.map(({ label }) => {
         const own = results.get(label);
-        const ratios = own.map((result, i) => result.perSecond / first[i].perSecond);
-        const ahead = ratios.filter((ratio) => ratio > 1).length;
+        const ratios = own.map((result, i) => metric.of(result) / metric.of(first[i]));
+        const ahead = ratios.filter((ratio) => Math.sign(ratio - 1) === metric.better).length;
         return [label, fmt(median(own.map((r) => r.perSecond)), 0), fmt(median(own.map((r) => r.p99)), 2), fmt(median(own.map((r) => r.cpuPerRequestUs)), 0),
           fmt(median(own.map((r) => r.rssMaxMb))), fmt(median(ratios), 2), label === entries[0].label ? '-' : `${ahead} of ${ratios.length}`];
       });
-      log(`\n${formatTable(['build', 'median /s', 'p99 ms', 'µs CPU/req', 'RSS MB', `÷ ${entries[0].label} (median of rounds)`, 'rounds ahead'], rows)}`);
+      const header = ['build', 'median /s', 'p99 ms', 'µs CPU/req', 'RSS MB', `${metric.name} ÷ ${entries[0].label}'s (median of rounds)`, 'rounds ahead'];
+      log(`\n${formatTable(header, rows)}`);
     }
   } finally {
     authority.close();
