@@ -17,6 +17,7 @@ import { drainVerificationRecords } from '../../authority/verifications/drain.js
 import { appBackends, realServersMissing } from '../helpers/backends.js';
 import { closeServer, deadUrl, downStore, listen } from '../helpers/loopback.js';
 import { call, eventually, proxyConfig, withHarness } from '../helpers/proxy-harness.js';
+import { tamperSignature } from '../helpers/permit-tokens.js';
 
 /** An upstream that accepts any upgrade and then echoes each chunk back as `echo:<chunk>`. */
 async function startUpgradeEcho(t: Test): Promise<{ url: string; heads: string[] }> {
@@ -60,12 +61,6 @@ function rawExchange(base: string, head: string, then: string): Promise<string> 
     socket.on('error', reject);
     socket.on('close', () => resolve(text));
   });
-}
-
-function tamperSignature(token: string): string {
-  const [header, payload, signature] = token.split('.') as [string, string, string];
-  const flipped = signature[10] === 'A' ? 'B' : 'A';
-  return `${header}.${payload}.${signature.slice(0, 10)}${flipped}${signature.slice(11)}`;
 }
 
 const PROM_LINE = /^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\["\\n])*",?)*\})? (-?[0-9.]+(e[+-]?[0-9]+)?|NaN|[+-]Inf)( -?[0-9]+)?$/;

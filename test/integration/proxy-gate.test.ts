@@ -25,6 +25,7 @@ import { createTestAuthority, type TestAuthority } from '../helpers/authority.js
 import { appBackends, realServersMissing } from '../helpers/backends.js';
 import { ManualClock } from '../helpers/clock.js';
 import { downStore } from '../helpers/loopback.js';
+import { tamperSignature } from '../helpers/permit-tokens.js';
 
 const generous = { rate_limits: { evaluate: { per_minute: 100_000, burst: 100_000 }, plans: { community: { per_minute: 100_000, burst: 100_000 }, business: { per_minute: 100_000, burst: 100_000 } } } };
 
@@ -60,14 +61,6 @@ function routeOf(routes: readonly ProxyRoute[], name: string): ProxyRoute {
   const route = routes.find((candidate) => candidate.name === name);
   if (!route) throw new Error(`no route ${name}`);
   return route;
-}
-
-/** Flips one character in the middle of the signature (the last one may only hold padding bits). */
-function tamperSignature(token: string): string {
-  const [header, payload, signature] = token.split('.') as [string, string, string];
-  const at = 10;
-  const flipped = signature[at] === 'A' ? 'B' : 'A';
-  return `${header}.${payload}.${signature.slice(0, at)}${flipped}${signature.slice(at + 1)}`;
 }
 
 /** Rewrites the payload's `sub`, keeping the original signature. */

@@ -35,6 +35,7 @@ import { MemoryStore } from '../../shared/store/memory.js';
 import { RedisStore } from '../../shared/store/redis.js';
 import type { SharedStore } from '../../shared/store/types.js';
 import { REDIS_NOT_RUN_REASON, deleteKeys, redisUrl, uniquePrefix } from '../helpers/redis.js';
+import { tamperSignature } from '../helpers/permit-tokens.js';
 
 const ISSUER = 'https://authority.test';
 const ORG = 'org_1';
@@ -248,13 +249,6 @@ t.test('algorithm, type and key id', async (t) => {
   const edToken = await signPermit(claims, { kid: KID, privateKey: ed.privateKey });
   t.equal((await verifyPermit(options(t, edToken, { keys: { resolve: async () => ed.publicKey } }))).valid, true, 'KeyObject keys work');
 });
-
-/** Flips a character in the middle of the signature: the last one may only carry unused bits. */
-function tamperSignature(token: string): string {
-  const [h, p, s] = token.split('.') as [string, string, string];
-  const i = 20;
-  return `${h}.${p}.${s.slice(0, i)}${s[i] === 'A' ? 'B' : 'A'}${s.slice(i + 1)}`;
-}
 
 for (const signatureOn of ['event-loop', 'thread-pool'] as const satisfies readonly SignatureOn[]) {
   t.test(`signature and payload tampering, signature checked on the ${signatureOn}`, async (t) => {
