@@ -135,15 +135,13 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
 
     // `organization` needs a restart, so every gate below appends to this one stream.
     const stream = verificationStream(initial.organization);
+    // A record that could not be appended never changes an answer; it is counted and logged.
+    const recordAppendFailed = (record: string) => (error: unknown, requestId?: string) => {
+      metrics.recordAppendFailures.inc();
+      logger.warn({ err: error, record, request_id: requestId }, 'could not append a verification record');
+    };
     // execution.observed records, batched (execution-records.ts).
-    const executionRecords = createExecutionRecords({
-      store,
-      stream,
-      onError: (error, requestId) => {
-        metrics.recordAppendFailures.inc();
-        logger.warn({ err: error, request_id: requestId }, 'could not append the execution.observed record');
-      },
-    });
+    const executionRecords = createExecutionRecords({ store, stream, onError: recordAppendFailed('execution.observed') });
     const buildGate = (config: ProxyConfig): Gate =>
       createGate({
         organization: config.organization,
@@ -153,10 +151,7 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
         store,
         now,
         permitHeader: config.permit_header,
-        onRecordError: (error) => {
-          metrics.recordAppendFailures.inc();
-          logger.warn({ err: error }, 'could not append a verification record');
-        },
+        onRecordError: recordAppendFailed('permit.rejected'),
         executionRecords,
       });
     let inner = buildGate(initial);
