@@ -1,7 +1,7 @@
 /**
  * What the evaluate and the proxy benchmarks share: the authority configuration that keeps rate
- * limits out of the way, a throwaway database per run, machine CPU times, nearest-rank
- * percentiles and the plain-text tables they print.
+ * limits out of the way, a throwaway database per run, machine CPU times, settings from the
+ * environment, nearest-rank percentiles and the plain-text tables they print.
  *
  * @example
  *   const database = await createBenchDatabase(adminUrl, 'countersign_bench');
@@ -66,6 +66,17 @@ export function machineTimes() {
     busy += all - times.idle;
   }
   return { busy, total };
+}
+
+/** A bounded number from the environment, or the default; anything else stops the run. */
+export function setting(name, fallback, { min, max, integer = false }) {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value < min || value > max || (integer && !Number.isInteger(value))) {
+    throw new Error(`${name}=${raw}: expected ${integer ? 'an integer' : 'a number'} from ${min} to ${max}`);
+  }
+  return value;
 }
 
 /** Nearest-rank percentile of an ascending array; NaN when it is empty. */

@@ -34,7 +34,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startRedis, stopServers } from '../support/servers.mjs';
-import { fmt, formatTable } from './bench-common.mjs';
+import { fmt, formatTable, percentile, setting } from './bench-common.mjs';
 import { cpuBetween, cpuTimes, rssSampler } from './proc-stats.mjs';
 import { CLI, runGenerator, startBenchServer, startCountersignProxy, stopAll } from './proxy-processes.mjs';
 import { ACTOR, PERMIT_HEADER, proxyYaml } from './proxy-setup.mjs';
@@ -43,12 +43,11 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const { buildPermitClaims, signPermit } = await import(join(root, 'dist', 'authority', 'permits', 'sign.js'));
 
 const log = (line) => process.stdout.write(`${line}\n`);
-const number = (name, fallback) => (process.env[name] ? Number(process.env[name]) : fallback);
-const ROUNDS = number('BENCH_ROUNDS', 3);
-const SECONDS = number('BENCH_SECONDS', 4);
-const WARMUP = number('BENCH_WARMUP_SECONDS', 1);
-const CONNECTIONS = number('BENCH_PROXY_CONNECTIONS', 32);
-const RATE = number('BENCH_PROXY_RATE', 1000);
+const ROUNDS = setting('BENCH_ROUNDS', 3, { min: 1, max: 50, integer: true });
+const SECONDS = setting('BENCH_SECONDS', 4, { min: 0.5, max: 60 });
+const WARMUP = setting('BENCH_WARMUP_SECONDS', 1, { min: 0, max: 30 });
+const CONNECTIONS = setting('BENCH_PROXY_CONNECTIONS', 32, { min: 1, max: 512, integer: true });
+const RATE = setting('BENCH_PROXY_RATE', 1_000, { min: 1, max: 5_000, integer: true });
 const MODES = { closed: ['closed'], open: ['open'], both: ['closed', 'open'] }[process.env.BENCH_MODE ?? 'both'];
 /** Closed loop mints for this rate over warm-up and window; a faster build ends its window early (reported). */
 const CLOSED_MINT_RATE = 6000;
@@ -130,12 +129,8 @@ async function measure(entry, mode, context) {
   }
 }
 
-const median = (values) => {
-  const sorted = values.filter(Number.isFinite).sort((a, b) => a - b);
-  if (sorted.length === 0) return Number.NaN;
-  const middle = sorted.length / 2;
-  return Number.isInteger(middle) ? (sorted[middle - 1] + sorted[middle]) / 2 : sorted[Math.floor(middle)];
-};
+/** The nearest-rank median (with an even count, the lower of the middle two). */
+const median = (values) => percentile(values.filter(Number.isFinite).sort((a, b) => a - b), 0.5);
 
 async function main() {
   const redis = await startRedis({ log });

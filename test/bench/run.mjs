@@ -29,23 +29,13 @@
  *   BENCH_ONLY=proxy BENCH_SOAK_SECONDS=300 npm run bench
  */
 import { startPostgres, startRedis, stopServers } from '../support/servers.mjs';
+import { setting } from './bench-common.mjs';
 import { runEvaluateBench } from './evaluate-bench.mjs';
 import { runProxyBench } from './proxy-bench.mjs';
 
 const log = (line) => process.stdout.write(`${line}\n`);
 
 const DURABLE_SETTINGS = ['fsync=on', 'synchronous_commit=on', 'full_page_writes=on'];
-
-/** A bounded number from the environment, or the default; anything else stops the run. */
-function setting(name, fallback, { min, max, integer = false }) {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isFinite(value) || value < min || value > max || (integer && !Number.isInteger(value))) {
-    throw new Error(`${name}=${raw}: expected ${integer ? 'an integer' : 'a number'} from ${min} to ${max}`);
-  }
-  return value;
-}
 
 function readOptions() {
   return {
