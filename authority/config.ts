@@ -7,6 +7,7 @@
  */
 import { z } from 'zod';
 import { formatIssues, hostPort, readConfigMapping, withEnvOverrides } from '../shared/config-file.js';
+import { DEFAULT_STORE_SETTINGS, StoreSettings, storeSettingsWithEnv } from '../shared/store/config.js';
 
 export { formatIssues };
 
@@ -101,6 +102,8 @@ export const AuthorityConfig = z
     redis_url: z.string().min(1).optional(),
     /** Postgres without Redis means replicas would not share replay state and rate limits. */
     allow_in_process_store: z.boolean().default(false),
+    /** Redis topology and durability (shared/store/config.ts); used when Redis is configured. */
+    store: StoreSettings.default(DEFAULT_STORE_SETTINGS),
     deployment: z.enum(['self_hosted', 'hosted']).default('self_hosted'),
     log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     /** Passed to fastify: true, or the addresses/CIDRs of trusted proxies, for X-Forwarded-For. */
@@ -214,6 +217,7 @@ export async function loadAuthorityConfig(options: LoadOptions = {}): Promise<Au
   const file = options.file ?? env.COUNTERSIGN_CONFIG;
   const fromFile = file !== undefined && file !== '' ? await readConfigMapping(file, (message) => new ConfigError(message)) : {};
   const merged = withEnvOverrides(fromFile, ENV_OVERRIDES, env);
+  merged.store = storeSettingsWithEnv(merged.store, env);
   if (env.COUNTERSIGN_ALLOW_IN_PROCESS_STORE === '1' || env.COUNTERSIGN_ALLOW_IN_PROCESS_STORE === 'true') {
     merged.allow_in_process_store = true;
   }

@@ -7,7 +7,8 @@
  *   await metrics.registry.metrics(); // Prometheus text
  */
 import { Counter, Histogram, type Registry } from 'prom-client';
-import { createRegistry, LATENCY_BUCKETS } from '../shared/metrics.js';
+import { createRegistry, createStoreMetrics, LATENCY_BUCKETS } from '../shared/metrics.js';
+import type { StoreMetrics } from '../shared/metrics.js';
 
 export interface AuthorityMetrics {
   registry: Registry;
@@ -26,6 +27,8 @@ export interface AuthorityMetrics {
   escalations: Counter<'status'>;
   webhookDeliveries: Counter<'result'>;
   webhookDeadLetters: Counter;
+  /** The shared store's durability and epoch resets (shared with the proxy's metrics). */
+  store: StoreMetrics;
 }
 
 export function createAuthorityMetrics(): AuthorityMetrics {
@@ -33,6 +36,7 @@ export function createAuthorityMetrics(): AuthorityMetrics {
   const registers = [registry];
   return {
     registry,
+    store: createStoreMetrics(registry),
     httpRequests: new Counter({
       name: 'countersign_http_requests_total',
       help: 'API requests answered, by method, route template and status code.',

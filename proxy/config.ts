@@ -15,6 +15,7 @@ import { resolve } from 'node:path';
 import { z } from 'zod';
 import { formatIssues, hostPort, readConfigMapping, withEnvOverrides } from '../shared/config-file.js';
 import { normalizeBoundFact } from '../shared/permits/binding.js';
+import { DEFAULT_STORE_SETTINGS, StoreSettings, storeSettingsWithEnv } from '../shared/store/config.js';
 import { ActionType } from '../shared/wire/evaluate.js';
 import { parseJsonPointer } from './facts.js';
 import { parsePathPattern, type PathPattern } from './routes.js';
@@ -179,6 +180,8 @@ export const ProxyConfigSchema = z
      * are then shared with nobody (development only; COUNTERSIGN_ALLOW_IN_PROCESS_STORE=1 too).
      */
     allow_in_process_store: z.boolean().default(false),
+    /** Redis topology and durability (shared/store/config.ts); used when Redis is configured. */
+    store: StoreSettings.default(DEFAULT_STORE_SETTINGS),
     log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     max_body_bytes: BodyLimit.default(DEFAULT_MAX_BODY_BYTES),
     routes: Routes,
@@ -249,6 +252,7 @@ export async function loadProxyConfig(file: string, env: NodeJS.ProcessEnv = pro
     delete authority.api_key;
   }
   if (Object.keys(authority).length > 0) merged.authority = authority;
+  merged.store = storeSettingsWithEnv(merged.store, env);
   return parseProxyConfig(merged, file);
 }
 

@@ -11,7 +11,8 @@
  *   const text = await metrics.registry.metrics(); // Prometheus text exposition
  */
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { createRegistry, LATENCY_BUCKETS } from '../shared/metrics.js';
+import { createRegistry, createStoreMetrics, LATENCY_BUCKETS } from '../shared/metrics.js';
+import type { StoreMetrics } from '../shared/metrics.js';
 import { PROXY_MODES, type ProxyMode } from './config.js';
 
 /** The route label of a request that matched no configured route. */
@@ -35,6 +36,8 @@ export interface ProxyMetrics {
   /** result: success | failure. */
   readonly keyRefreshes: Counter<'result'>;
   readonly recordAppendFailures: Counter;
+  /** The shared store's durability (shared with the authority's metrics). */
+  readonly store: StoreMetrics;
   /**
    * `countersign_proxy_record_backlog`: verification records in the organization's stream that
    * the authority has not drained into the audit log yet, read from the store on each scrape
@@ -135,6 +138,7 @@ export function createProxyMetrics(): ProxyMetrics {
   let modeRoutes = new Set<string>();
   return {
     registry,
+    store: createStoreMetrics(registry),
     requests,
     verifications,
     requestDuration,

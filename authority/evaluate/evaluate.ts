@@ -21,6 +21,7 @@ import type { NewAuditEvent } from '../audit/types.js';
 import type { Principal } from '../auth/principal.js';
 import type { AuthorityConfig } from '../config.js';
 import type { AuthorityMetrics } from '../metrics.js';
+import type { ReplayEpochs } from '../permits/replay-epochs.js';
 import { buildPermitClaims, signPermit } from '../permits/sign.js';
 import type { PolicyDecision } from '../policy/types.js';
 import type { PolicyVersions } from '../policy/versions.js';
@@ -41,6 +42,8 @@ export interface EvaluateDeps {
   metrics: AuthorityMetrics;
   /** Group commit for evaluations that open no human approval (the hot path). */
   writer: GroupCommit<EvaluationWrite, EvaluationOutcome>;
+  /** The replay store's epochs: a permit is issued only once its organization's epoch exists. */
+  epochs: Pick<ReplayEpochs, 'ensure'>;
 }
 
 class DuplicateRequestId extends Error {}
@@ -133,6 +136,12 @@ async function evaluateOnce(
   const print = fingerprint(request);
   let permit: { id: string; token: string; kid: string; expiresAt: Date } | null = null;
   if (issuesPermit) {
+    let epochMs: number;
+    try {
+      epochMs = await deps.epochs.ensure(org.id);
+    } catch (error) {
+      throw new CountersignError('service_unavailable', 'the replay store is not reachable, so no gate could accept a permit; nothing was decided', { cause: error });
+    }
     const signing = await deps.keys.active('permit');
     const claims = buildPermitClaims({
       issuer: deps.config.permits.issuer,
@@ -144,7 +153,8 @@ async function evaluateOnce(
       keys: bound.keys,
       policyVersion: policy?.version ?? 0,
       approvals: approvals.accepted.map((approval) => approval.id),
-      nowMs,
+      // Issued after the epoch began, even when this clock is behind the store's (replay-epochs.ts).
+      nowMs: Math.max(nowMs, epochMs),
       lifetimeSeconds: decided.permit.lifetimeSeconds,
     });
     permit = { id: claims.jti, token: await signPermit(claims, signing), kid: signing.kid, expiresAt: new Date(claims.exp * 1000) };

@@ -62,7 +62,9 @@ export function buildPermitClaims(input: BuildPermitClaimsInput): PermitClaims {
   }
   const bnd = bindingHash(input.org, bound);
 
-  const iat = Math.floor(input.nowMs / 1000);
+  // Milliseconds in iat (for the replay store's epoch fence); nbf and exp stay whole seconds.
+  const iat = Math.floor(input.nowMs) / 1000;
+  const nbf = Math.floor(input.nowMs / 1000);
   const claims: Record<string, unknown> = {
     iss: input.issuer,
     aud: input.audience,
@@ -76,8 +78,8 @@ export function buildPermitClaims(input: BuildPermitClaimsInput): PermitClaims {
     pv: input.policyVersion,
     one: true,
     iat,
-    nbf: iat,
-    exp: iat + lifetime,
+    nbf,
+    exp: nbf + lifetime,
   };
   if (bound['environment'] !== undefined) claims['env'] = normalizeBoundFact('environment', bound['environment']);
   if (bound['target'] !== undefined) {

@@ -44,6 +44,12 @@ export function isPermitId(value: string): boolean {
 }
 
 const seconds = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
+/**
+ * `iat` carries milliseconds (RFC 7519 NumericDate may be fractional): the replay store's epoch
+ * fence compares it with the moment the store's state began, and whole seconds would leave a
+ * second-long window in which a permit issued just before a loss passes the fence.
+ */
+const issuedAt = z.number().nonnegative().max(Number.MAX_SAFE_INTEGER / 1000);
 
 export const PermitTarget = z.strictObject({ type: z.string(), id: z.string() });
 
@@ -73,11 +79,11 @@ export const PermitClaims = z
     pv: z.number().int().nonnegative(),
     one: z.literal(true),
     apr: z.array(z.string().min(1)).optional(),
-    iat: seconds,
+    iat: issuedAt,
     nbf: seconds,
     exp: seconds,
   })
-  .refine((c) => c.exp > c.nbf && c.nbf >= c.iat, {
+  .refine((c) => c.exp > c.nbf && c.nbf >= Math.floor(c.iat), {
     message: 'a permit must satisfy iat <= nbf < exp',
     path: ['exp'],
   })

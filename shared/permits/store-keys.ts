@@ -33,3 +33,11 @@ function checkedPart(what: string, value: string): string {
   }
   return value;
 }
+
+/**
+ * The organization's replay-state epoch (see SharedStore.ensureEpoch): in the `{org}` slot, so the
+ * consume script reads it beside the permit's marker.
+ */
+export function replayEpochKey(org: string): string {
+  return `epoch:{${checkedOrg(org)}}`;
+}

@@ -4,7 +4,7 @@
  * the same order everywhere:
  *
  *   missing → parse → alg/typ/kid → key by kid → signature → claims → iss/aud → org → exists
- *   → nbf/exp → binding → revocation → consume (with the verification record)
+ *   → nbf/exp → binding → epoch fence → revocation → consume (with the verification record)
  *
  * The Ed25519 check runs on the event loop while few verifications are in flight, and on libuv's
  * thread pool once several are (`signatureOn`, see signatureRunsOnPool).
@@ -39,7 +39,7 @@ import {
   factOf,
 } from './binding.js';
 import { PERMIT_ALG, PERMIT_LEEWAY_SECONDS, PERMIT_TYP, PermitClaims } from './claims.js';
-import { permitStoreKey } from './store-keys.js';
+import { permitStoreKey, replayEpochKey } from './store-keys.js';
 
 export const VERIFY_ERROR_CODES = [
   'MISSING_PERMIT',
@@ -53,6 +53,7 @@ export const VERIFY_ERROR_CODES = [
   'ACTOR_MISMATCH',
   'BINDING_MISMATCH',
   'ORG_MISMATCH',
+  'REPLAY_STATE_RESET',
   'INTERNAL_ERROR',
 ] as const;
 
@@ -95,6 +96,11 @@ export interface VerifyPermitOptions {
   record?: (claims: PermitClaims) => RecordAppend;
   /** Where the signature check runs; default 'auto' (see signatureRunsOnPool). */
   signatureOn?: SignatureOn;
+  /**
+   * The longest the consume may take; a consume reaching the store later changes nothing, so a
+   * permit whose verification timed out stays usable. Default: the store's command timeout.
+   */
+  consumeTimeoutMs?: number;
 }
 
 /**
@@ -236,15 +242,21 @@ async function verify(options: VerifyPermitOptions): Promise<VerifyOutcome> {
   const bindingRefusal = checkBinding(claims, options.binding);
   if (bindingRefusal) return bindingRefusal;
 
-  // Revocation, then consume, in one atomic step of the store (every permit is single use: the
-  // claims schema demands one: true). The marker must outlive every moment a gate would still
-  // accept the permit.
+  // The epoch fence, revocation, then consume, in one atomic step of the store (every permit is
+  // single use: the claims schema demands one: true). The marker must outlive every moment a gate
+  // would still accept the permit.
   const ttlMs = Math.max(1, claims.exp * 1000 + leewayMs - options.nowMs);
   let consumption: PermitConsumption;
   try {
-    consumption = await options.store.consumePermit(permitStoreKey(claims.org, claims.jti), ttlMs, options.record?.(claims));
+    consumption = await options.store.consumePermit(permitStoreKey(claims.org, claims.jti), ttlMs, options.record?.(claims), {
+      fence: { epochKey: replayEpochKey(claims.org), issuedAtMs: claims.iat * 1000 },
+      ...(options.consumeTimeoutMs !== undefined ? { timeoutMs: options.consumeTimeoutMs } : {}),
+    });
   } catch {
     return internal('the revocation and replay state could not be read and updated', claims);
+  }
+  if (consumption === 'state_reset') {
+    return refuse('REPLAY_STATE_RESET', 'the replay store lost its state after this permit was issued, so its use cannot be checked; evaluate again', claims);
   }
   if (consumption === 'revoked') return refuse('PERMIT_REVOKED', 'the permit has been revoked', claims);
   if (consumption === 'already_used') return refuse('PERMIT_ALREADY_USED', 'the permit has already been used', claims);

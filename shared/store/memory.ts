@@ -3,6 +3,9 @@
  * lives in this process, so it is only correct when exactly one process enforces consume-once and
  * rate limits; a deployment with replicas needs `RedisStore`.
  *
+ * Its epoch is the moment it was created: a restart loses every marker and revocation, so permits
+ * issued before it are fenced (`state_reset`), exactly as after a Redis restart without persistence.
+ *
  * Bounded: consume-once markers and revocations are capped. When a cap is reached and nothing has
  * expired, writes reject with code `STORE_FULL` instead of evicting, because evicting a live
  * marker would let a permit be replayed and evicting a revocation would un-revoke it.
@@ -22,6 +25,8 @@ import { takeFromBucket, assertBucketSpec, bucketResult, msUntilFull } from './t
 import type { TokenBucketState } from './token-bucket.js';
 import { checkCount, checkFields, checkTtl, StoreError } from './store-errors.js';
 import type {
+  ConsumeOptions,
+  DurabilityCheck,
   PermitConsumption,
   RecordAppend,
   SharedStore,
@@ -58,6 +63,8 @@ export class MemoryStore implements SharedStore {
   readonly kind = 'memory' as const;
 
   readonly #now: () => number;
+  /** When this store's state began (its creation); every epoch key shares it. */
+  readonly #epochMs: number;
   readonly #markers: LRUCache<string, true>;
   readonly #revocations: LRUCache<string, true>;
   readonly #buckets = new Map<string, BucketEntry>();
@@ -69,6 +76,7 @@ export class MemoryStore implements SharedStore {
   constructor(options: MemoryStoreOptions = {}) {
     const now = options.now ?? Date.now;
     this.#now = now;
+    this.#epochMs = now();
     // lru-cache treats an item whose start time is 0 as immortal; a test clock may well start at
     // 0, so such a reading is nudged to the smallest positive number (differences are unchanged).
     const perf = { now: () => now() || Number.MIN_VALUE };
@@ -89,18 +97,30 @@ export class MemoryStore implements SharedStore {
     this.#maxBuckets = options.maxBuckets ?? 100_000;
   }
 
-  async consumePermit(key: string, ttlMs: number, record?: RecordAppend): Promise<PermitConsumption> {
-    // Single-threaded: from here to the return there is no await, so the revocation check and
-    // the check-and-set are one atomic step.
+  async consumePermit(key: string, ttlMs: number, record?: RecordAppend, options: ConsumeOptions = {}): Promise<PermitConsumption> {
+    // Single-threaded: from here to the return there is no await, so the fence, the revocation
+    // check and the check-and-set are one atomic step (and nothing can arrive late).
     this.#assertOpen();
     const ttl = checkTtl(ttlMs);
     if (record) checkFields(record.fields);
+    if (options.fence && options.fence.issuedAtMs < this.#epochMs) return 'state_reset';
     if (this.#revocations.has(key)) return 'revoked';
     if (this.#markers.has(key)) return 'already_used';
     reserve(this.#markers, 'consume-once markers');
     this.#markers.set(key, true, { ttl });
     if (record) this.#append(record.stream, record.fields);
     return 'consumed';
+  }
+
+  async ensureEpoch(_epochKey: string): Promise<number> {
+    this.#assertOpen();
+    return this.#epochMs;
+  }
+
+  /** Nothing outlives the process: the in-process store promises `none`, and keeps it. */
+  async checkDurability(): Promise<DurabilityCheck> {
+    this.#assertOpen();
+    return { durability: 'none', ok: true, detail: 'the in-process store keeps its state in memory only' };
   }
 
   async revoke(id: string, ttlMs: number): Promise<void> {

@@ -1,124 +1,94 @@
 /**
- * The production `SharedStore`, on Redis (ioredis 5). Every replica of the authority and every
- * proxy replica points at the same Redis, so consume-once, revocations, rate limits and the
- * verification stream are shared.
+ * The production `SharedStore`, on Redis (ioredis 5): one server, a Sentinel-managed primary, or a
+ * Redis Cluster (redis-topology.ts). Every replica of the authority and every proxy replica points
+ * at the same Redis, so consume-once, revocations, rate limits and the verification stream are
+ * shared.
  *
- * Keys are `<keyPrefix><namespace>:<caller's key>` with namespaces `once`, `revoked`, `bucket` and
- * `stream`, so the four kinds of state can never collide (as in `MemoryStore`). The caller's `{org}`
- * hash tag is the first braces in the full key, so a permit marker and its organization's stream
- * share a Redis Cluster slot; hence the prefix may not contain braces.
+ * Keys are `<keyPrefix><namespace>:<caller's key>` with namespaces `once`, `revoked`, `bucket`,
+ * `stream` and `epoch`, so the kinds of state can never collide (as in `MemoryStore`). The caller's
+ * `{org}` hash tag is the first braces in the full key, so a permit's marker, its revocation, its
+ * organization's epoch and stream share a Redis Cluster slot; hence the prefix may not contain
+ * braces.
+ *
+ * What a consume guarantees under faults (docs/replay-store.md):
+ * - the epoch fence: a Redis that lost its state (restart without persistence, FLUSHALL, a new
+ *   server) starts a new epoch, and permits issued before it are refused (`state_reset`);
+ * - the deadline: a consume that reaches Redis after the caller's timeout changes nothing;
+ * - durability: `aof` and `replica` acknowledge the consume and its record before it counts, and
+ *   undo it when the acknowledgement does not come (`STORE_NOT_DURABLE`).
  *
  * Fails fast: while Redis is unreachable every method rejects (code `STORE_UNAVAILABLE`) within
- * about `commandTimeoutMs`, and callers fail closed. Nothing is queued for later, so a request that
- * was already refused can never consume a permit once Redis is back. The client keeps
+ * about `commandTimeoutMs`, and callers fail closed. Nothing is queued for later. The client keeps
  * reconnecting in the background (capped backoff) and the store recovers by itself.
  *
  * @example
- *   const store = new RedisStore({ url: 'redis://127.0.0.1:6379' });
+ *   const store = new RedisStore({ url: 'redis://127.0.0.1:6379', durability: 'aof' });
  *   const outcome = await store.consumePermit('permit:{org_1}:abc', 65_000, {
  *     stream: 'verifications:{org_1}',
  *     fields: { permit_id: 'abc', outcome: 'allow' },
- *   }); // 'consumed', and the record is in the stream
+ *   }, { fence: { epochKey: 'epoch:{org_1}', issuedAtMs }, timeoutMs: 1000 }); // 'consumed', and the record is in the stream
  *   await store.close();
  */
-import { Redis } from 'ioredis';
+import { randomBytes } from 'node:crypto';
+import { ENSURE_EPOCH_SCRIPT, CONSUME_SCRIPT, RELEASE_SCRIPT, TAKE_TOKEN_SCRIPT } from './redis-scripts.js';
+import { checkDurabilityOf, createRedisClient, measureClockOffset, primariesOf } from './redis-topology.js';
+import type { DurabilityPlan, RedisClient, RedisTopology } from './redis-topology.js';
 import { StoreError, checkCount, checkFields, checkTtl } from './store-errors.js';
 import { assertBucketSpec, bucketResult } from './token-bucket.js';
 import type {
+  ConsumeOptions,
+  DurabilityCheck,
   PermitConsumption,
   RecordAppend,
   SharedStore,
+  StoreDurability,
   StoredRecord,
   TokenBucketResult,
   TokenBucketSpec,
 } from './types.js';
 
 export interface RedisStoreOptions {
-  /** `redis://` or `rediss://` URL, credentials and database included. */
-  url: string;
+  /** `redis://` or `rediss://` URL of one server, credentials and database included. */
+  url?: string;
+  /** Sentinel or Cluster instead of one server (`url` is then ignored). */
+  topology?: RedisTopology;
   /** Prepended to every key. Default `countersign:`. Must not contain `{` or `}`. */
   keyPrefix?: string;
   /** TCP connect timeout. Default 1000 ms. */
   connectTimeoutMs?: number;
   /**
-   * Bound on each command, and on waiting for a (re)connection before sending it. Default
-   * 1000 ms. A call rejects after at most about twice this.
+   * Bound on each call, waiting for a (re)connection included. Default 1000 ms. A consume with its
+   * own `timeoutMs` is bounded by that instead.
    */
   commandTimeoutMs?: number;
+  /** What a consume, a revocation and a record are worth when Redis crashes. Default `none`. */
+  durability?: StoreDurability;
 }
 
 /** Lets a bucket key outlive the moment it is full by this much, against rounding. */
 const BUCKET_EXPIRY_MARGIN_MS = 1000;
-/** Upper bound of the reconnect backoff. */
-const MAX_RECONNECT_DELAY_MS = 2000;
-
 /**
- * consumePermit. KEYS[1]: the marker; KEYS[2]: the key's revocation entry; KEYS[3], optional: the
- * stream. ARGV[1]: TTL in ms; ARGV[2..]: field, value, ... Returns -1 when the key is revoked, 1
- * when this call set the marker, 0 when it was set already. The stream's type is checked before
- * the marker is set, because a script is not rolled back: an XADD failing after SET would consume
- * the key without its record.
+ * The consume script refuses to run after this share of the caller's timeout has passed (on
+ * Redis's clock). The rest covers the answer's way back and the error of the clock offset, so a
+ * consume the caller gave up on has certainly changed nothing.
  */
-const CONSUME_SCRIPT = `
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  return -1
-end
-if #KEYS > 2 then
-  local kind = redis.call('TYPE', KEYS[3])['ok']
-  if kind ~= 'none' and kind ~= 'stream' then
-    return redis.error_reply('WRONGTYPE the record stream key holds a ' .. kind)
-  end
-end
-if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) then
-  return 0
-end
-if #KEYS > 2 then
-  redis.call('XADD', KEYS[3], '*', unpack(ARGV, 2))
-end
-return 1
-`;
+const DEADLINE_SHARE = 0.75;
+/** The clock offset to Redis is measured again after this long. */
+const CLOCK_OFFSET_MAX_AGE_MS = 30_000;
 
-/**
- * Mirrors takeFromBucket in token-bucket.ts operation for operation. KEYS[1]: the bucket hash.
- * ARGV: capacity, refillPerMinute, nowMs, expiry margin in ms. Numbers travel as '%.17g' strings
- * both ways: a double survives that exactly, while Lua truncates a returned number to an integer
- * and its default tostring keeps only 14 digits.
- */
-const TAKE_TOKEN_SCRIPT = `
-local capacity = tonumber(ARGV[1])
-local perMinute = tonumber(ARGV[2])
-local now = tonumber(ARGV[3])
-local margin = tonumber(ARGV[4])
-local tokens = capacity
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'updatedAtMs')
-if state[1] and state[2] then
-  local updated = tonumber(state[2])
-  now = math.max(now, updated)
-  tokens = math.min(capacity, tonumber(state[1]) + ((now - updated) * perMinute) / 60000)
-end
-local allowed = 0
-if tokens >= 1 then
-  tokens = tokens - 1
-  allowed = 1
-end
-local tokensText = string.format('%.17g', tokens)
-local nowText = string.format('%.17g', now)
-redis.call('HSET', KEYS[1], 'tokens', tokensText, 'updatedAtMs', nowText)
--- msUntilFull in token-bucket.ts
-local untilFull = math.max(0, math.ceil(((capacity - tokens) * 60000) / perMinute))
-redis.call('PEXPIRE', KEYS[1], string.format('%.0f', untilFull + margin))
-return {allowed, tokensText, nowText}
-`;
-
-interface ScriptedRedis extends Redis {
-  countersignConsume(numberOfKeys: number, ...keysAndArgs: string[]): Promise<number>;
+interface ScriptedRedis {
+  countersignConsume(numberOfKeys: number, ...keysAndArgs: string[]): Promise<[number, string]>;
+  countersignRelease(numberOfKeys: number, ...keysAndArgs: string[]): Promise<number>;
+  countersignEnsureEpoch(key: string): Promise<[string, number]>;
   countersignTakeToken(key: string, ...args: string[]): Promise<[number, string, string]>;
 }
+type Client = RedisClient & ScriptedRedis;
 
 export class RedisStore implements SharedStore {
   readonly kind = 'redis' as const;
+  readonly durability: StoreDurability;
 
-  readonly #client: ScriptedRedis;
+  readonly #client: Client;
   readonly #prefix: string;
   readonly #commandTimeoutMs: number;
   #closed = false;
@@ -126,68 +96,113 @@ export class RedisStore implements SharedStore {
   #lastError: Error | undefined;
   /** Settles on the next 'ready' (or on close); shared so waiters add no listeners each. */
   #readySignal: { promise: Promise<void>; resolve: () => void } | undefined;
+  /** How durability is kept after writes, once the servers were read (see checkDurability). */
+  #plan: Promise<DurabilityPlan> | undefined;
+  #clock: { offsetMs: number; uncertaintyMs: number; measuredAtMs: number } | undefined;
 
   constructor(options: RedisStoreOptions) {
     this.#prefix = options.keyPrefix ?? 'countersign:';
     if (/[{}]/.test(this.#prefix)) {
       throw new RangeError('keyPrefix must not contain braces: they would replace the {org} hash tag');
     }
+    const topology = options.topology ?? (options.url ? { kind: 'single' as const, url: options.url } : undefined);
+    if (!topology) throw new RangeError('a Redis store needs a url or a topology');
+    this.durability = options.durability ?? 'none';
     this.#commandTimeoutMs = options.commandTimeoutMs ?? 1000;
-    const client = new Redis(options.url, {
-      connectTimeout: options.connectTimeoutMs ?? 1000,
-      commandTimeout: this.#commandTimeoutMs,
-      // Reject instead of queueing while disconnected, and reject (not resend) commands in
-      // flight when a connection drops: a late consume would burn a permit already refused.
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      autoResendUnfulfilledCommands: false,
-      retryStrategy: (attempt) => Math.min(50 * 2 ** Math.min(attempt, 10), MAX_RECONNECT_DELAY_MS),
-      // After a failover the old primary answers READONLY; reconnecting finds the new one.
-      reconnectOnError: (error) => error.message.startsWith('READONLY'),
-      // Commands issued by concurrent requests in one turn of the event loop go out in one write
-      // (a rate-limit check per API request, a consume per gated request): fewer syscalls under
-      // load, and each command still gets its own answer or error.
-      enableAutoPipelining: true,
-    }) as ScriptedRedis;
+    const client = createRedisClient(topology, {
+      connectTimeoutMs: options.connectTimeoutMs ?? 1000,
+      commandTimeoutMs: this.#commandTimeoutMs,
+    }) as Client;
     // Without a listener, an unreachable Redis would crash the process with an 'error' event.
     client.on('error', (error: Error) => {
       this.#lastError = error;
     });
     client.on('ready', () => {
       this.#lastError = undefined;
+      // A new connection may lead to another server (a failover): its clock is measured anew.
+      this.#clock = undefined;
       this.#readySignal?.resolve();
       this.#readySignal = undefined;
     });
     client.defineCommand('countersignConsume', { lua: CONSUME_SCRIPT });
+    client.defineCommand('countersignRelease', { lua: RELEASE_SCRIPT });
+    client.defineCommand('countersignEnsureEpoch', { numberOfKeys: 1, lua: ENSURE_EPOCH_SCRIPT });
     client.defineCommand('countersignTakeToken', { numberOfKeys: 1, lua: TAKE_TOKEN_SCRIPT });
     this.#client = client;
   }
 
-  async consumePermit(key: string, ttlMs: number, record?: RecordAppend): Promise<PermitConsumption> {
+  async consumePermit(key: string, ttlMs: number, record?: RecordAppend, options: ConsumeOptions = {}): Promise<PermitConsumption> {
     const ttl = String(checkTtl(ttlMs));
     if (record) checkFields(record.fields);
-    const keys = [this.#key('once', key), this.#key('revoked', key)];
-    const result = await this.#run((client) =>
-      record
-        ? client.countersignConsume(3, ...keys, this.#key('stream', record.stream), ttl, ...Object.entries(record.fields).flat())
-        : client.countersignConsume(2, ...keys, ttl),
-    );
-    return result === 1 ? 'consumed' : result === -1 ? 'revoked' : 'already_used';
+    const timeoutMs = options.timeoutMs ?? this.#commandTimeoutMs;
+    const startedMs = Date.now();
+    // Set (synchronously, by the timer) once the caller has been told the consume failed: a
+    // consume that succeeds after that moment is undone, so it cannot outlive its request.
+    let abandoned = false;
+    const abandon = () => (abandoned = true);
+    return this.#run(timeoutMs, async (client) => {
+      const clock = await this.#redisClock();
+      // In Redis's time: when the script must no longer change anything.
+      const deadline = startedMs + clock.offsetMs + timeoutMs * DEADLINE_SHARE - clock.uncertaintyMs;
+      const marker = this.#key('once', key);
+      const stream = record ? this.#key('stream', record.stream) : undefined;
+      const epochKey = this.#key('epoch', options.fence?.epochKey ?? epochKeyOf(key));
+      const nonce = randomBytes(9).toString('base64url');
+      const keys = [marker, this.#key('revoked', key), epochKey, ...(stream ? [stream] : [])];
+      const args = [
+        ttl,
+        options.fence ? String(options.fence.issuedAtMs) : '',
+        String(Math.floor(deadline)),
+        nonce,
+        ...(record ? Object.entries(record.fields).flat() : []),
+      ];
+      const [code, recordId] = await client.countersignConsume(keys.length, ...keys, ...args);
+      if (code === -3) throw new StoreError('STORE_UNAVAILABLE', 'Redis answered after the consume deadline; nothing was consumed');
+      if (code !== 1) return code === -2 ? 'state_reset' : code === -1 ? 'revoked' : 'already_used';
+      try {
+        await this.#awaitDurable(client, marker, startedMs + timeoutMs * 0.9);
+        if (abandoned) throw new StoreError('STORE_UNAVAILABLE', 'the consume completed after its caller gave up');
+      } catch (error) {
+        // Undo exactly this consume, so the refused request leaves its permit usable and no
+        // record of a use that did not happen. Best effort: if Redis is gone, so is the marker's promise.
+        await client.countersignRelease(stream ? 2 : 1, marker, ...(stream ? [stream] : []), nonce, recordId).catch(() => undefined);
+        throw error;
+      }
+      return 'consumed';
+    }, abandon);
+  }
+
+  async ensureEpoch(epochKey: string): Promise<number> {
+    const [epoch] = await this.#run(this.#commandTimeoutMs, (client) => client.countersignEnsureEpoch(this.#key('epoch', epochKey)));
+    return Number(epoch);
+  }
+
+  async checkDurability(): Promise<DurabilityCheck> {
+    this.#plan = this.#run(this.#commandTimeoutMs * 5, () => checkDurabilityOf(this.#client, this.durability));
+    // A failed read is not remembered: the next write asks again.
+    this.#plan.catch(() => (this.#plan = undefined));
+    const { durability, ok, detail } = await this.#plan;
+    return { durability, ok, detail };
   }
 
   async revoke(id: string, ttlMs: number): Promise<void> {
     const ttl = checkTtl(ttlMs);
-    await this.#run((client) => client.set(this.#key('revoked', id), '1', 'PX', ttl));
+    const key = this.#key('revoked', id);
+    const startedMs = Date.now();
+    await this.#run(this.#commandTimeoutMs, async (client) => {
+      await client.set(key, '1', 'PX', ttl);
+      await this.#awaitDurable(client, key, startedMs + this.#commandTimeoutMs);
+    });
   }
 
   async isRevoked(id: string): Promise<boolean> {
-    const count = await this.#run((client) => client.exists(this.#key('revoked', id)));
+    const count = await this.#run(this.#commandTimeoutMs, (client) => client.exists(this.#key('revoked', id)));
     return count > 0;
   }
 
   async takeToken(key: string, bucket: TokenBucketSpec, nowMs: number): Promise<TokenBucketResult> {
     assertBucketSpec(bucket, nowMs);
-    const [allowed, tokens, now] = await this.#run((client) =>
+    const [allowed, tokens, now] = await this.#run(this.#commandTimeoutMs, (client) =>
       client.countersignTakeToken(
         this.#key('bucket', key),
         String(bucket.capacity),
@@ -200,11 +215,16 @@ export class RedisStore implements SharedStore {
     return bucketResult({ allowed: allowed === 1, state }, bucket);
   }
 
+  /** Resolves once the record is as durable as the durability mode promises. */
   async appendRecord(stream: string, fields: Record<string, string>): Promise<string> {
     checkFields(fields);
-    const id = await this.#run((client) =>
-      client.xadd(this.#key('stream', stream), '*', ...Object.entries(fields).flat()),
-    );
+    const key = this.#key('stream', stream);
+    const startedMs = Date.now();
+    const id = await this.#run(this.#commandTimeoutMs, async (client) => {
+      const appended = await client.xadd(key, '*', ...Object.entries(fields).flat());
+      await this.#awaitDurable(client, key, startedMs + this.#commandTimeoutMs);
+      return appended;
+    });
     if (id === null) throw new StoreError('STORE_UNAVAILABLE', 'Redis did not return a record id');
     return id;
   }
@@ -213,7 +233,7 @@ export class RedisStore implements SharedStore {
     checkCount(count);
     // '(' makes the start exclusive (Redis >= 6.2).
     const start = afterId === '0' ? '-' : `(${afterId}`;
-    const entries = await this.#run((client) =>
+    const entries = await this.#run(this.#commandTimeoutMs, (client) =>
       client.xrange(this.#key('stream', stream), start, '+', 'COUNT', count),
     );
     return entries.map(([id, flat]) => {
@@ -224,7 +244,7 @@ export class RedisStore implements SharedStore {
   }
 
   async countRecords(stream: string): Promise<number> {
-    return this.#run((client) => client.xlen(this.#key('stream', stream)));
+    return this.#run(this.#commandTimeoutMs, (client) => client.xlen(this.#key('stream', stream)));
   }
 
   async trimRecords(stream: string, upToId: string): Promise<void> {
@@ -232,11 +252,12 @@ export class RedisStore implements SharedStore {
     if (!match) throw new RangeError(`invalid stream id: ${JSON.stringify(upToId)}`);
     // XTRIM MINID keeps ids >= the threshold: the threshold is the id right after upToId.
     const threshold = `${match[1]}-${BigInt(match[2] as string) + 1n}`;
-    await this.#run((client) => client.xtrim(this.#key('stream', stream), 'MINID', threshold));
+    await this.#run(this.#commandTimeoutMs, (client) => client.xtrim(this.#key('stream', stream), 'MINID', threshold));
   }
 
   async ping(): Promise<void> {
-    await this.#run((client) => client.ping());
+    // A cluster answers PING from any node; every primary must be reachable to serve every slot.
+    await this.#run(this.#commandTimeoutMs, (client) => Promise.all(primariesOf(client).map((node) => node.ping())));
   }
 
   /** Quits cleanly (disconnects if that fails). Idempotent; every other method then rejects. */
@@ -256,24 +277,88 @@ export class RedisStore implements SharedStore {
     this.#client.disconnect();
   }
 
-  #key(namespace: 'once' | 'revoked' | 'bucket' | 'stream', key: string): string {
+  #key(namespace: 'once' | 'revoked' | 'bucket' | 'stream' | 'epoch', key: string): string {
     return `${this.#prefix}${namespace}:${key}`;
   }
 
-  /** Runs one command once the connection is ready, mapping failures to `StoreError`s. */
-  async #run<T>(command: (client: ScriptedRedis) => Promise<T>): Promise<T> {
-    try {
-      await this.#ready();
-      return await command(this.#client);
-    } catch (error) {
-      throw this.#translate(error);
+  /**
+   * After a write to `key` on this connection: waits until the durability mode's acknowledgement
+   * (WAITAOF or WAIT, sent to the server holding `key`'s slot, after the write on the same
+   * connection) or rejects with STORE_NOT_DURABLE by `deadlineMs`.
+   */
+  async #awaitDurable(client: Client, key: string, deadlineMs: number): Promise<void> {
+    if (this.durability === 'none') return;
+    this.#plan ??= checkDurabilityOf(client, this.durability);
+    const plan = await this.#plan.catch((error: unknown) => {
+      this.#plan = undefined;
+      throw error;
+    });
+    if (!plan.ok) throw new StoreError('STORE_NOT_DURABLE', `durability ${plan.durability} cannot be kept: ${plan.detail}`);
+    if (plan.wait === 'none') return;
+    const waitMs = Math.max(1, Math.floor(deadlineMs - Date.now()));
+    // A pipeline with a keyed command goes to the node of that key's slot (in a cluster too).
+    const pipeline = client.pipeline().exists(key);
+    if (plan.wait === 'waitaof') pipeline.call('WAITAOF', '1', '0', String(waitMs));
+    else pipeline.call('WAIT', '1', String(waitMs));
+    const replies = await pipeline.exec();
+    const [error, reply] = replies?.[1] ?? [new Error('no reply')];
+    if (error) throw new StoreError('STORE_NOT_DURABLE', `the ${plan.wait} acknowledgement failed: ${error.message}`, { cause: error });
+    const acknowledged = Array.isArray(reply) ? Number(reply[0]) : Number(reply);
+    if (!(acknowledged >= 1)) {
+      throw new StoreError('STORE_NOT_DURABLE', `the write was not acknowledged as durable (${plan.durability}) in time`);
     }
   }
 
+  /** Redis's clock relative to ours, measured on first use and again every 30 s. */
+  async #redisClock(): Promise<{ offsetMs: number; uncertaintyMs: number }> {
+    const known = this.#clock;
+    if (known && Date.now() - known.measuredAtMs < CLOCK_OFFSET_MAX_AGE_MS) return known;
+    const measured = await measureClockOffset(this.#client);
+    this.#clock = { ...measured, measuredAtMs: Date.now() };
+    return measured;
+  }
+
   /**
-   * Waits for the connection up to `commandTimeoutMs`: a store used right after construction,
-   * or during a brief reconnect, should not fail, but an outage must not hold callers long.
+   * Runs one call once the connection is ready, all of it (waiting included) within `timeoutMs`,
+   * mapping failures to `StoreError`s. `onTimeout` runs the moment the caller is given up on.
    */
+  async #run<T>(timeoutMs: number, command: (client: Client) => Promise<T>, onTimeout?: () => void): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    let expired = false;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => {
+          expired = true;
+          onTimeout?.();
+          reject(
+            new StoreError(
+              'STORE_UNAVAILABLE',
+              `Redis did not answer within ${timeoutMs} ms${this.#lastError ? `: ${this.#lastError.message}` : ''}`,
+              { cause: this.#lastError },
+            ),
+          );
+        },
+        timeoutMs,
+      );
+    });
+    const work = (async () => {
+      await this.#ready();
+      // A caller that gave up while the connection came back must not have its command sent later.
+      if (expired) throw new StoreError('STORE_UNAVAILABLE', 'given up before Redis was reachable');
+      return command(this.#client);
+    })();
+    // The losing side's rejection is handled here, so it never surfaces as unhandled.
+    work.catch(() => undefined);
+    try {
+      return await Promise.race([work, timeout]);
+    } catch (error) {
+      throw this.#translate(error);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Waits for the connection (a store used right after construction, or during a brief reconnect). */
   async #ready(): Promise<void> {
     if (this.#closed) throw closedError();
     if (this.#client.status === 'ready') return;
@@ -282,25 +367,7 @@ export class RedisStore implements SharedStore {
       const promise = new Promise<void>((r) => (resolve = r));
       this.#readySignal = { promise, resolve };
     }
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () =>
-          reject(
-            new StoreError(
-              'STORE_UNAVAILABLE',
-              `Redis is not reachable${this.#lastError ? `: ${this.#lastError.message}` : ''}`,
-              { cause: this.#lastError },
-            ),
-          ),
-        this.#commandTimeoutMs,
-      );
-    });
-    try {
-      await Promise.race([this.#readySignal.promise, timeout]);
-    } finally {
-      clearTimeout(timer);
-    }
+    await this.#readySignal.promise;
     if (this.#closed) throw closedError();
   }
 
@@ -312,6 +379,12 @@ export class RedisStore implements SharedStore {
     const message = error instanceof Error ? error.message : String(error);
     return new StoreError('STORE_UNAVAILABLE', `Redis command failed: ${message}`, { cause: error });
   }
+}
+
+/** `epoch:{org}` for a key carrying the `{org}` hash tag; one epoch for keys without a tag. */
+function epochKeyOf(key: string): string {
+  const tag = /\{([^}]*)\}/.exec(key)?.[1];
+  return tag ? `epoch:{${tag}}` : 'epoch';
 }
 
 function closedError(cause?: unknown): StoreError {

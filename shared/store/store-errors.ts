@@ -5,12 +5,13 @@
  * @example
  *   if (error instanceof StoreError && error.code === 'STORE_UNAVAILABLE') fail closed
  */
-export type StoreErrorCode = 'STORE_CLOSED' | 'STORE_UNAVAILABLE' | 'STORE_FULL';
+export type StoreErrorCode = 'STORE_CLOSED' | 'STORE_UNAVAILABLE' | 'STORE_FULL' | 'STORE_NOT_DURABLE';
 
 /**
  * A store failure the caller should treat as "cannot establish": callers fail closed on it.
  * `STORE_CLOSED` after `close()`, `STORE_UNAVAILABLE` when Redis cannot be reached in time,
- * `STORE_FULL` when an in-process bound is reached.
+ * `STORE_FULL` when an in-process bound is reached, `STORE_NOT_DURABLE` when a write was not
+ * acknowledged as durable (durability modes `aof` and `replica`) in time.
  */
 export class StoreError extends Error {
   readonly code: StoreErrorCode;

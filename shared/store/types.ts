@@ -12,13 +12,28 @@ export interface SharedStore {
   readonly kind: 'memory' | 'redis';
 
   /**
-   * The gate's revocation check and consume in one atomic step (one round trip to Redis). While a
-   * revocation of `key` lives: `revoked`, and the key is neither marked nor recorded. Otherwise it
-   * marks `key` as used for `ttlMs`: `consumed` for exactly one caller per key while the marker
-   * lives, `already_used` for every other. With `record`, the record is appended to its stream
-   * in the same atomic step, and only for the `consumed` caller.
+   * The gate's fence, revocation check and consume in one atomic step (one round trip to Redis).
+   *
+   * - With `options.fence`: when the store's epoch began after the permit was issued, the store may
+   *   have lost the permit's consumption: `state_reset`, and nothing is marked or recorded.
+   * - While a revocation of `key` lives: `revoked`, and the key is neither marked nor recorded.
+   * - Otherwise it marks `key` as used for `ttlMs`: `consumed` for exactly one caller per key while
+   *   the marker lives, `already_used` for every other. With `record`, the record is appended to
+   *   its stream in the same atomic step, and only for the `consumed` caller.
+   *
+   * With `options.timeoutMs` the call settles within about that long, and a consume that reaches
+   * the store too late (a stalled Redis) changes nothing: a caller that gave up never consumes.
+   * A `consumed` result is as durable as the store's durability mode promises; when that cannot be
+   * established the consume is undone where possible and the call rejects (`STORE_NOT_DURABLE`).
    */
-  consumePermit(key: string, ttlMs: number, record?: RecordAppend): Promise<PermitConsumption>;
+  consumePermit(key: string, ttlMs: number, record?: RecordAppend, options?: ConsumeOptions): Promise<PermitConsumption>;
+
+  /**
+   * The epoch of `epochKey`'s state (ms since the epoch, on the store's clock), created now when
+   * missing: the moment from which the store holds every consumption and revocation it was told
+   * of. The authority calls it before it issues permits, so that their `iat` follows the epoch.
+   */
+  ensureEpoch(epochKey: string): Promise<number>;
 
   /** Adds `id` to the revocation set for `ttlMs` (long enough to outlive what it revokes). */
   revoke(id: string, ttlMs: number): Promise<void>;
@@ -39,13 +54,47 @@ export interface SharedStore {
   /** Removes the records with ids up to and including `upToId` (they have been recorded elsewhere). */
   trimRecords(stream: string, upToId: string): Promise<void>;
 
+  /**
+   * Whether the store, as configured and as it is now, can keep its durability mode's promise
+   * (persistence and replication settings read from the server). Rejects when unreachable.
+   */
+  checkDurability(): Promise<DurabilityCheck>;
+
   /** Rejects when the store cannot be reached. */
   ping(): Promise<void>;
   close(): Promise<void>;
 }
 
-/** `consumed`: this caller is the one; `already_used`: another was; `revoked`: nobody may be. */
-export type PermitConsumption = 'consumed' | 'already_used' | 'revoked';
+/**
+ * `consumed`: this caller is the one; `already_used`: another was; `revoked`: nobody may be;
+ * `state_reset`: the permit predates the store's epoch, so its consumption may have been lost.
+ */
+export type PermitConsumption = 'consumed' | 'already_used' | 'revoked' | 'state_reset';
+
+export interface ConsumeOptions {
+  /** Refuse (`state_reset`) a permit issued before the epoch of `epochKey` began. */
+  fence?: { epochKey: string; issuedAtMs: number };
+  /** Settle within this long; a consume reaching the store later changes nothing. */
+  timeoutMs?: number;
+}
+
+/**
+ * What a `consumed` answer is worth when the store crashes right after it:
+ * - `none`: nothing beyond Redis's own persistence settings (development);
+ * - `aof`: the consume and its record are in the primary's fsynced append-only file
+ *   (`WAITAOF 1 0` on Redis 7.2+, `appendfsync always` before);
+ * - `replica`: at least one replica acknowledged them (`WAIT 1`).
+ */
+export type StoreDurability = 'none' | 'aof' | 'replica';
+export const STORE_DURABILITIES: readonly StoreDurability[] = ['none', 'aof', 'replica'];
+
+/** What `checkDurability` found: whether the store can keep the promise, and if not, why. */
+export interface DurabilityCheck {
+  durability: StoreDurability;
+  ok: boolean;
+  /** How the promise is kept (`WAITAOF`, `appendfsync always`, `WAIT`), or why it cannot be. */
+  detail: string;
+}
 
 export interface RecordAppend {
   stream: string;

@@ -33,6 +33,8 @@ export function downStore(): SharedStore {
   return {
     kind: 'redis',
     consumePermit: down,
+    ensureEpoch: down,
+    checkDurability: down,
     revoke: down,
     isRevoked: down,
     takeToken: down,

@@ -168,10 +168,11 @@ t.test('a valid permit verifies once, with the full binding', async (t) => {
   t.same(outcome, { valid: true, claims, binding: 'full', consumed: true });
 });
 
-t.test('the twelve codes', async (t) => {
+t.test('the thirteen codes', async (t) => {
   t.same(VERIFY_ERROR_CODES, [
     'MISSING_PERMIT', 'PERMIT_INVALID', 'PERMIT_NOT_FOUND', 'PERMIT_EXPIRED', 'PERMIT_NOT_YET_VALID', 'PERMIT_REVOKED',
-    'PERMIT_ALREADY_USED', 'ACTION_TYPE_MISMATCH', 'ACTOR_MISMATCH', 'BINDING_MISMATCH', 'ORG_MISMATCH', 'INTERNAL_ERROR',
+    'PERMIT_ALREADY_USED', 'ACTION_TYPE_MISMATCH', 'ACTOR_MISMATCH', 'BINDING_MISMATCH', 'ORG_MISMATCH', 'REPLAY_STATE_RESET',
+    'INTERNAL_ERROR',
   ]);
 });
 
@@ -310,7 +311,8 @@ t.test('claims that do not parse', async (t) => {
     ['exp before nbf', { ...claims, exp: claims.nbf }],
     ['bkeys without actor_id', { ...claims, bkeys: ['action_type'] }],
     ['aud as an array', { ...claims, aud: [DEFAULT_PERMIT_AUDIENCE] }],
-    ['fractional iat', { ...claims, iat: claims.iat + 0.5 }],
+    ['iat after nbf', { ...claims, iat: claims.nbf + 1.5 }],
+    ['negative iat', { ...claims, iat: -0.5 }],
   ];
   for (const [name, payload] of bad) {
     const outcome = await verifyPermit(options(t, await rawSign(header, payload)));
@@ -520,8 +522,8 @@ t.test('buildPermitClaims', async (t) => {
   const { facts, keys: bkeys } = boundFacts({ action_type: 'deploy.production', actor_id: 'ci', context: { environment: 'prod' } }, []);
   const base = { issuer: ISSUER, audience: DEFAULT_PERMIT_AUDIENCE, org: ORG, requestId: 'r', facts, keys: bkeys, policyVersion: 1, nowMs: T0 + 999 };
   const short = buildPermitClaims({ ...base, lifetimeSeconds: 0 });
-  t.equal(short.iat, IAT, 'iat is floor(now / 1000)');
-  t.equal(short.nbf, IAT);
+  t.equal(short.iat, IAT + 0.999, 'iat carries the milliseconds of now (for the epoch fence)');
+  t.equal(short.nbf, IAT, 'nbf is floor(now / 1000)');
   t.equal(short.exp, IAT + 1, 'lifetime at least 1 s');
   t.equal(buildPermitClaims({ ...base, lifetimeSeconds: 10_000 }).exp, IAT + MAX_PERMIT_LIFETIME_SECONDS, 'lifetime at most 300 s');
   t.match(short.jti, /^[A-Za-z0-9_-]{22}$/);

@@ -1,0 +1,171 @@
+/**
+ * The replay store's guarantees under faults (issue: single use survives the store's faults):
+ * the epoch fence after a loss of state, the consume deadline under a stalled Redis, and the
+ * durability modes. The contract part runs on both stores; the faults run on a Redis server of
+ * the test's own (test/helpers/redis-process.ts), killed, flushed and paused for real. Every test
+ * counts what is in the store (markers, records), never how long anything took.
+ */
+import t from 'tap';
+import type { Test } from 'tap';
+import { MemoryStore } from '../../shared/store/memory.js';
+import { RedisStore } from '../../shared/store/redis.js';
+import type { RedisStoreOptions } from '../../shared/store/redis.js';
+import type { SharedStore } from '../../shared/store/types.js';
+import { permitStoreKey, replayEpochKey, verificationStream } from '../../shared/permits/store-keys.js';
+import { REDIS_NOT_RUN_REASON, deleteKeys, redisUrl, uniquePrefix } from '../helpers/redis.js';
+import { startRedisProcess } from '../helpers/redis-process.js';
+
+const ORG = 'org_faults';
+const EPOCH_KEY = replayEpochKey(ORG);
+const STREAM = verificationStream(ORG);
+const TTL_MS = 60_000;
+const key = (jti: string) => permitStoreKey(ORG, jti);
+const record = (jti: string) => ({ stream: STREAM, fields: { kind: 'permit.verified', permit_id: jti } });
+const fenced = (issuedAtMs: number, timeoutMs?: number) => ({
+  fence: { epochKey: EPOCH_KEY, issuedAtMs },
+  ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+});
+
+function redisStore(t: Test, options: RedisStoreOptions): RedisStore {
+  const store = new RedisStore(options);
+  t.teardown(() => store.close());
+  return store;
+}
+
+/** The fence's contract, the same on both stores. */
+function fenceSuite(t: Test, open: (t: Test) => SharedStore): void {
+  t.test('a permit issued before the epoch is refused as state_reset: nothing marked, nothing recorded', async (t) => {
+    const store = open(t);
+    const epoch = await store.ensureEpoch(EPOCH_KEY);
+    t.equal(await store.ensureEpoch(EPOCH_KEY), epoch, 'the epoch stays until the state is lost');
+    t.equal(await store.consumePermit(key('before'), TTL_MS, record('before'), fenced(epoch - 1)), 'state_reset');
+    t.equal(await store.countRecords(STREAM), 0, 'no record of a refused permit');
+    t.equal(await store.consumePermit(key('after'), TTL_MS, record('after'), fenced(epoch)), 'consumed', 'issued at the epoch: usable');
+    t.equal(await store.consumePermit(key('after'), TTL_MS, record('after'), fenced(epoch)), 'already_used');
+    t.equal(await store.countRecords(STREAM), 1, 'one record: the one use');
+    // Revocation is checked after the fence: a revoked permit from before the epoch is still refused.
+    await store.revoke(key('revoked'), TTL_MS);
+    t.equal(await store.consumePermit(key('revoked'), TTL_MS, undefined, fenced(epoch)), 'revoked');
+  });
+}
+
+t.test('MemoryStore: its epoch is its creation, so a restart fences every earlier permit', async (t) => {
+  let now = 1_700_000_000_000;
+  fenceSuite(t, (t) => {
+    const store = new MemoryStore({ now: () => now, maxMarkers: 1000, maxRevocations: 100 });
+    t.teardown(() => store.close());
+    return store;
+  });
+  t.test('a restart (a new store) refuses what the old one consumed', async (t) => {
+    const before = new MemoryStore({ now: () => now, maxMarkers: 1000, maxRevocations: 100 });
+    const issuedAtMs = now;
+    t.equal(await before.consumePermit(key('p'), TTL_MS, undefined, fenced(issuedAtMs)), 'consumed');
+    await before.close();
+    now += 1;
+    const after = new MemoryStore({ now: () => now, maxMarkers: 1000, maxRevocations: 100 });
+    t.teardown(() => after.close());
+    t.equal(await after.consumePermit(key('p'), TTL_MS, undefined, fenced(issuedAtMs)), 'state_reset');
+    t.equal((await after.checkDurability()).durability, 'none');
+  });
+});
+
+const url = redisUrl();
+if (!url) {
+  t.comment(`RedisStore fence suite not run: ${REDIS_NOT_RUN_REASON}`);
+} else {
+  t.test('RedisStore (shared test server): the fence', async (t) => {
+    fenceSuite(t, (t) => {
+      const keyPrefix = uniquePrefix();
+      t.teardown(() => deleteKeys(url, keyPrefix));
+      return redisStore(t, { url, keyPrefix });
+    });
+  });
+}
+
+t.test('Redis killed with SIGKILL and restarted without persistence: consumed and revoked permits are fenced', async (t) => {
+  const redis = await startRedisProcess(t, { persistence: 'none' });
+  if (!redis) return;
+  const store = redisStore(t, { url: redis.url });
+  const epoch = await store.ensureEpoch(EPOCH_KEY);
+  t.equal(await store.consumePermit(key('used'), TTL_MS, record('used'), fenced(epoch)), 'consumed');
+  await store.revoke(key('revoked'), TTL_MS);
+  await redis.crash();
+  await redis.start();
+  t.equal(await store.countRecords(STREAM), 0, 'without persistence the record is gone: durability none promises nothing');
+  t.equal(await store.consumePermit(key('used'), TTL_MS, record('used'), fenced(epoch)), 'state_reset', 'the replay is refused');
+  t.equal(await store.consumePermit(key('revoked'), TTL_MS, record('revoked'), fenced(epoch)), 'state_reset', 'the revoked permit is refused');
+  t.equal(await store.countRecords(STREAM), 0, 'and nothing was recorded as a use');
+  const newEpoch = await store.ensureEpoch(EPOCH_KEY);
+  t.ok(newEpoch > epoch, 'a new epoch began');
+  t.equal(await store.consumePermit(key('new'), TTL_MS, record('new'), fenced(newEpoch)), 'consumed', 'permits issued since are usable');
+});
+
+t.test('FLUSHALL: consumed permits are fenced', async (t) => {
+  const redis = await startRedisProcess(t, { persistence: 'none' });
+  if (!redis) return;
+  const store = redisStore(t, { url: redis.url });
+  const epoch = await store.ensureEpoch(EPOCH_KEY);
+  t.equal(await store.consumePermit(key('used'), TTL_MS, undefined, fenced(epoch)), 'consumed');
+  t.equal(await redis.command('FLUSHALL'), '+OK');
+  t.equal(await store.consumePermit(key('used'), TTL_MS, undefined, fenced(epoch)), 'state_reset');
+});
+
+t.test('Redis paused past the timeout: the refused consume changes nothing once Redis resumes', async (t) => {
+  const redis = await startRedisProcess(t, { persistence: 'none' });
+  if (!redis) return;
+  const store = redisStore(t, { url: redis.url, commandTimeoutMs: 300 });
+  const epoch = await store.ensureEpoch(EPOCH_KEY);
+  redis.pause();
+  const stalled = await Promise.allSettled(
+    ['a', 'b', 'c'].map((jti) => store.consumePermit(key(jti), TTL_MS, record(jti), fenced(epoch, 300))),
+  );
+  t.same(stalled.map((s) => s.status === 'rejected' && (s.reason as { code?: string }).code), ['STORE_UNAVAILABLE', 'STORE_UNAVAILABLE', 'STORE_UNAVAILABLE']);
+  redis.resume();
+  // The stalled scripts run now, in order, before anything sent after them on the connection.
+  await store.ping();
+  t.equal(await redis.command('EXISTS', `countersign:once:${key('a')}`), ':0', 'no marker from the late consume');
+  t.equal(await store.countRecords(STREAM), 0, 'no record from the late consume');
+  for (const jti of ['a', 'b', 'c']) {
+    t.equal(await store.consumePermit(key(jti), TTL_MS, record(jti), fenced(epoch)), 'consumed', `${jti}: still usable`);
+  }
+  t.equal(await store.countRecords(STREAM), 3, 'one record per real use');
+});
+
+t.test('durability aof (appendfsync always): a consume and its record survive SIGKILL', async (t) => {
+  const redis = await startRedisProcess(t, { persistence: 'aof' });
+  if (!redis) return;
+  const store = redisStore(t, { url: redis.url, durability: 'aof' });
+  const check = await store.checkDurability();
+  t.ok(check.ok, `the store can keep aof: ${check.detail}`);
+  const epoch = await store.ensureEpoch(EPOCH_KEY);
+  for (const jti of ['a', 'b', 'c']) t.equal(await store.consumePermit(key(jti), TTL_MS, record(jti), fenced(epoch)), 'consumed');
+  await redis.crash();
+  await redis.start();
+  t.equal(await store.countRecords(STREAM), 3, 'every record survived');
+  t.equal(await store.ensureEpoch(EPOCH_KEY), epoch, 'the epoch survived: nothing was lost');
+  t.equal(await store.consumePermit(key('a'), TTL_MS, record('a'), fenced(epoch)), 'already_used', 'the replay is refused as a replay');
+});
+
+t.test('the start check: a store without AOF or replicas cannot keep aof or replica', async (t) => {
+  const redis = await startRedisProcess(t, { persistence: 'none' });
+  if (!redis) return;
+  const aof = await redisStore(t, { url: redis.url, durability: 'aof' }).checkDurability();
+  t.notOk(aof.ok);
+  t.match(aof.detail, /appendonly yes/);
+  const replica = await redisStore(t, { url: redis.url, durability: 'replica' }).checkDurability();
+  t.notOk(replica.ok);
+  t.match(replica.detail, /no connected replica/);
+  t.ok((await redisStore(t, { url: redis.url, durability: 'none' }).checkDurability()).ok);
+});
+
+t.test('durability replica without an acknowledgement: the consume is undone and the call fails closed', async (t) => {
+  const redis = await startRedisProcess(t, { persistence: 'none' });
+  if (!redis) return;
+  const strict = redisStore(t, { url: redis.url, durability: 'replica' });
+  const plain = redisStore(t, { url: redis.url, durability: 'none' });
+  const epoch = await plain.ensureEpoch(EPOCH_KEY);
+  await t.rejects(strict.consumePermit(key('p'), TTL_MS, record('p'), fenced(epoch)), { code: 'STORE_NOT_DURABLE' });
+  t.equal(await plain.countRecords(STREAM), 0, 'the record of the undone consume is gone');
+  t.equal(await plain.consumePermit(key('p'), TTL_MS, record('p'), fenced(epoch)), 'consumed', 'the permit is still usable');
+  t.equal(await plain.countRecords(STREAM), 1);
+});
