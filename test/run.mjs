@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 /**
  * `npm test`: runs tap, with throwaway Postgres and Redis servers when the binaries are installed
- * and DATABASE_URL / REDIS_URL are not set, so the real-server variants of the suites run too.
+ * and DATABASE_URL / REDIS_URL are not set, so the real-server variants of the suites run too;
+ * likewise a 3-primary Redis Cluster (REDIS_CLUSTER_NODES) and a Redis Sentinel group
+ * (REDIS_SENTINELS, REDIS_SENTINEL_MASTER), exported to the test processes as those variables.
  * Prints `N passed, N failed` last (N = named subtests one level inside each test file, plus test
  * files that failed without a failing subtest) and exits with tap's exit code.
  *
@@ -14,7 +16,13 @@ import { spawn } from 'node:child_process';
 import { realpathSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startPostgres as startPostgresServer, startRedis as startRedisServer, stopServers } from './support/servers.mjs';
+import {
+  startPostgres as startPostgresServer,
+  startRedis as startRedisServer,
+  startRedisCluster as startRedisClusterServers,
+  startRedisSentinel as startRedisSentinelServers,
+  stopServers,
+} from './support/servers.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -43,6 +51,22 @@ async function startRedis() {
   const outcome = await startRedisServer({ log });
   if (outcome.ok) process.env.REDIS_URL = outcome.url;
   else reportUnavailable('redis', outcome);
+}
+
+async function startRedisCluster() {
+  const outcome = await startRedisClusterServers({ log });
+  if (outcome.ok) process.env.REDIS_CLUSTER_NODES = outcome.nodes.join(',');
+  else reportUnavailable('redis-cluster', outcome);
+}
+
+async function startRedisSentinel() {
+  const outcome = await startRedisSentinelServers({ log });
+  if (outcome.ok) {
+    process.env.REDIS_SENTINELS = outcome.sentinels.join(',');
+    process.env.REDIS_SENTINEL_MASTER = outcome.masterName;
+  } else {
+    reportUnavailable('redis-sentinel', outcome);
+  }
 }
 
 /**
@@ -133,6 +157,8 @@ for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]]) {
 async function main() {
   await startPostgres();
   await startRedis();
+  // Side by side: each takes a couple of seconds, mostly waiting on Redis' own timers.
+  await Promise.all([startRedisCluster(), startRedisSentinel()]);
   const { code, counts } = await runTap(process.argv.slice(2));
   counts.failed += extraFailures;
   if (code !== 0 && counts.failed === 0) {
