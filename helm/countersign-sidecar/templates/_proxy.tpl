@@ -24,6 +24,16 @@ authorityUrl: http://countersign.countersign.svc:7070
 organization: ""
 apiKeySecret: { name: countersign-proxy, key: api-key }
 redisUrlSecret: { name: countersign-proxy, key: redis-url }
+# REDIS_PASSWORD / REDIS_SENTINEL_PASSWORD for store.topology sentinel or cluster (a single server's
+# credentials are in its URL). An empty name leaves the variable unset.
+redisPasswordSecret: { name: "", key: redis-password }
+redisSentinelPasswordSecret: { name: "", key: redis-sentinel-password }
+# proxy.yaml `store:` as is (docs/replay-store.md). aof needs appendonly yes on every primary and
+# Redis 7.2+ or appendfsync always; a proxy with an enforce route does not start when Redis cannot
+# keep it, unless store.accept_weaker_durability is true.
+store:
+  topology: single
+  durability: aof
 mode: enforce
 unmatched: pass
 permitHeader: X-Service-Permit
@@ -67,6 +77,7 @@ nodeOptions: "--max-semi-space-size=4 --max-old-space-size=96"
   "unmatched" $v.unmatched
   "max_body_bytes" $v.maxBodyBytes
   "log_level" $v.logLevel
+  "store" $v.store
   "routes" $v.routes -}}
 {{- toYaml $cfg -}}
 {{- end -}}
@@ -105,6 +116,16 @@ data:
         secretKeyRef:
           name: {{ $v.redisUrlSecret.name }}
           key: {{ $v.redisUrlSecret.key }}
+    {{- range list (list "REDIS_PASSWORD" $v.redisPasswordSecret) (list "REDIS_SENTINEL_PASSWORD" $v.redisSentinelPasswordSecret) }}
+    {{- $ref := index . 1 }}
+    {{- if $ref.name }}
+    - name: {{ index . 0 }}
+      valueFrom:
+        secretKeyRef:
+          name: {{ $ref.name }}
+          key: {{ $ref.key }}
+    {{- end }}
+    {{- end }}
   ports:
     - name: cs-proxy
       containerPort: 7080
