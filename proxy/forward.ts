@@ -6,7 +6,10 @@
  * CPU per request.
  *
  * - Backpressure: when the client reads slowly, the upstream is paused until the response drains.
- * - The client leaving before the answer is complete aborts the upstream request.
+ * - The client leaving: before the request was handed to a connection, it is stopped there (it
+ *   never leaves). Once it may have reached the upstream, the proxy waits for the upstream's status
+ *   (bounded by the agent's headers timeout) without reading the answer's body, so that the record
+ *   says what the upstream answered instead of "unknown". An answer under way is aborted.
  * - An upstream that fails before answering gets the caller's 502; one that fails halfway through
  *   an answer cuts the client's connection (the status line is already out, so that is the only
  *   honest signal left).
@@ -15,12 +18,15 @@
  *   const upstream = upstreamOf('http://127.0.0.1:7090/api');
  *   const result = await forwardRequest(agent, res, { upstream, target: '/echo/1', method: 'POST',
  *     headers: ['x-request-id', id], body: req, requestId: id });
- *   if (result.outcome === 'unreachable') sendError(res, id, new CountersignError('upstream_unavailable'));
+ *   if (result.outcome === 'failed' && !result.clientGone) sendError(res, id, unavailableError(result.failure));
  */
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
-import { responseHeaders } from './http-messages.js';
+import { CountersignError } from '../shared/errors.js';
+import type { UpstreamOutcome } from '../shared/wire/verification-records.js';
+import { errorMessage, responseHeaders } from './http-messages.js';
+import { classifyUpstreamFailure, ClientGone, type UpstreamFailure } from './upstream-outcome.js';
 
 /** The upstream's origin and path prefix, parsed once per configuration (not per request). */
 export interface Upstream {
@@ -49,16 +55,13 @@ export interface ForwardRequest {
 export type ForwardResult =
   /** The upstream answered and the answer reached the client whole. */
   | { outcome: 'answered'; status: number; durationMs: number }
-  /** The upstream answered, but the answer broke off halfway; the client's connection was cut. */
-  | { outcome: 'interrupted'; status: number; durationMs: number; error: Error }
-  /** No answer from the upstream (refused, reset, timed out); nothing was sent to the client yet. */
-  | { outcome: 'unreachable'; durationMs: number; error: Error }
-  /** The client left before the answer was complete; the upstream request was aborted. */
-  | { outcome: 'client_gone'; status: number | null; durationMs: number };
-
-class ClientGone extends Error {
-  readonly code = 'CLIENT_GONE';
-}
+  /**
+   * The upstream answered, but not all of the answer reached the client: the upstream broke off
+   * halfway (`by: 'upstream'`; the client's connection was cut), or the client left (`by: 'client'`).
+   */
+  | { outcome: 'cut_short'; by: 'upstream' | 'client'; status: number; durationMs: number; error?: unknown }
+  /** No answer from the upstream; `failure` says whether the request may have reached it. Nothing was sent to the client. */
+  | { outcome: 'failed'; failure: UpstreamFailure; clientGone: boolean; durationMs: number; error: unknown };
 
 /** Sends the request upstream and the answer to `res`; never rejects. */
 export function forwardRequest(agent: Dispatcher, res: ServerResponse, request: ForwardRequest): Promise<ForwardResult> {
@@ -66,7 +69,10 @@ export function forwardRequest(agent: Dispatcher, res: ServerResponse, request: 
   return new Promise((resolve) => {
     let controller: Dispatcher.DispatchController | null = null;
     let status: number | null = null;
+    let dispatched = false;
+    let clientGone = false;
     let settled = false;
+    const elapsed = () => performance.now() - started;
     const finish = (result: ForwardResult) => {
       if (settled) return;
       settled = true;
@@ -76,8 +82,10 @@ export function forwardRequest(agent: Dispatcher, res: ServerResponse, request: 
     };
     const onClose = () => {
       if (res.writableFinished) return;
-      controller?.abort(new ClientGone('the client went away'));
-      finish({ outcome: 'client_gone', status, durationMs: performance.now() - started });
+      clientGone = true;
+      if (status === null) return; // not sent yet: onRequestStart stops it; sent: wait for the status
+      controller?.abort(new ClientGone());
+      finish({ outcome: 'cut_short', by: 'client', status, durationMs: elapsed() });
     };
     const onDrain = () => controller?.resume();
     res.on('close', onClose);
@@ -94,10 +102,20 @@ export function forwardRequest(agent: Dispatcher, res: ServerResponse, request: 
       {
         onRequestStart(started) {
           controller = started;
-          if (res.destroyed) started.abort(new ClientGone('the client went away'));
+          // Aborted here, undici writes nothing: the request never leaves.
+          if (clientGone || res.destroyed) {
+            clientGone = true;
+            return started.abort(new ClientGone());
+          }
+          dispatched = true;
         },
-        onResponseStart(_controller, statusCode, headers) {
+        onResponseStart(responding, statusCode, headers) {
           status = statusCode;
+          if (clientGone) {
+            // The status is what the record needs; the body has nowhere to go.
+            responding.abort(new ClientGone());
+            return finish({ outcome: 'cut_short', by: 'client', status: statusCode, durationMs: elapsed() });
+          }
           res.writeHead(statusCode, responseHeaders(headers as Record<string, string | string[] | undefined>, request.requestId));
         },
         onResponseData(paused, chunk) {
@@ -105,16 +123,61 @@ export function forwardRequest(agent: Dispatcher, res: ServerResponse, request: 
         },
         onResponseEnd() {
           res.end();
-          finish({ outcome: 'answered', status: status as number, durationMs: performance.now() - started });
+          finish({ outcome: 'answered', status: status as number, durationMs: elapsed() });
         },
         onResponseError(_controller, error) {
-          const durationMs = performance.now() - started;
-          if (error instanceof ClientGone || settled) return finish({ outcome: 'client_gone', status, durationMs });
-          if (status === null) return finish({ outcome: 'unreachable', durationMs, error });
+          if (settled) return;
+          const durationMs = elapsed();
+          if (status === null) {
+            return finish({ outcome: 'failed', failure: classifyUpstreamFailure(error, { dispatched, clientGone }), clientGone, durationMs, error });
+          }
+          if (clientGone) return finish({ outcome: 'cut_short', by: 'client', status, durationMs });
           res.destroy();
-          finish({ outcome: 'interrupted', status, durationMs, error });
+          finish({ outcome: 'cut_short', by: 'upstream', status, durationMs, error });
         },
       },
     );
   });
+}
+
+/** What the `execution.observed` record says about a forwarded request. */
+export interface ExecutionOutcome {
+  upstream: UpstreamOutcome;
+  /** The upstream's status when it answered; null otherwise. */
+  status: number | null;
+  /** Stable; empty for a complete answer. */
+  code: string;
+  reason: string;
+}
+
+export function executionOutcome(result: ForwardResult): ExecutionOutcome {
+  switch (result.outcome) {
+    case 'answered':
+      return { upstream: 'answered', status: result.status, code: '', reason: '' };
+    case 'cut_short':
+      return result.by === 'client'
+        ? { upstream: 'answered', status: result.status, code: 'CLIENT_GONE', reason: 'the upstream answered; the client went away before the whole answer reached it' }
+        : {
+            upstream: 'answered',
+            status: result.status,
+            code: 'UPSTREAM_ANSWER_INTERRUPTED',
+            reason: `the upstream broke off its answer (${result.error === undefined ? 'no detail' : errorMessage(result.error)}); the client got part of it`,
+          };
+    case 'failed':
+      return { upstream: result.failure.upstream, status: null, code: result.failure.code, reason: result.failure.reason };
+  }
+}
+
+/**
+ * The caller's 502. Its `reason` says whether retrying is safe: after `UPSTREAM_NOT_REACHED`
+ * nothing ran; after `UPSTREAM_RESULT_UNKNOWN` the action may have run.
+ */
+export function unavailableError(failure: UpstreamFailure): CountersignError {
+  return failure.upstream === 'not_reached'
+    ? new CountersignError('upstream_unavailable', 'The protected upstream could not be reached; the request never left the proxy, so nothing ran.', {
+        reason: 'UPSTREAM_NOT_REACHED',
+      })
+    : new CountersignError('upstream_unavailable', 'The protected upstream did not answer; the request may have reached it and run. Check its effect before retrying.', {
+        reason: 'UPSTREAM_RESULT_UNKNOWN',
+      });
 }

@@ -31,7 +31,7 @@ import { verifyPermit } from '../shared/permits/verify.js';
 import type { PermitKeyResolver } from '../shared/permits/verify.js';
 import type { SharedStore } from '../shared/store/types.js';
 import { verificationRecordFields } from '../shared/wire/verification-records.js';
-import type { VerificationRecord } from '../shared/wire/verification-records.js';
+import type { UpstreamOutcome, VerificationRecord } from '../shared/wire/verification-records.js';
 import type { ProxyMode, ProxyRoute } from './config.js';
 import type { ExecutionRecords } from './execution-records.js';
 import { deriveFacts } from './facts.js';
@@ -126,8 +126,8 @@ export function createGate(options: GateOptions): Gate {
     // Issued before the refusal's append, on the same connection: an execution still waiting in
     // the batch (this permit's first use, say) reaches the stream before this replay's refusal.
     void options.executionRecords?.flush();
-    try {
-      await store.appendRecord(
+    const appended = store
+      .appendRecord(
         stream,
         record({
           kind: 'permit.rejected',
@@ -141,12 +141,13 @@ export function createGate(options: GateOptions): Gate {
           code: refusal.verifyCode ?? refusal.reason,
           reason: refusal.detail,
         }),
-      );
-    } catch (error) {
+      )
       // The decision does not depend on the record: a block stays a block (enforce), and a
       // shadow route keeps forwarding, since shadow must never take the upstream down with the store.
-      onRecordError(error);
-    }
+      .then(() => undefined, onRecordError);
+    // A 503 means the store is failing: the answer does not wait for it a second time (the
+    // verification already took its timeout). Other refusals are on the record before they are answered.
+    if (refusal.status !== 503) await appended;
     if (mode === 'shadow') {
       return { action: 'forward', mode, permitId: claims?.jti ?? null, claims, wouldBlock: refusal };
     }
@@ -250,23 +251,33 @@ export interface ExecutionRecordInput {
   requestId: string;
   permitId: string | null;
   claims: PermitClaims | null;
-  /** The upstream's status; null when it did not answer (connection refused, timeout). */
+  /**
+   * `answered`, `not_reached` (the request never left) or `unknown` (it may have reached the
+   * upstream). Default: `answered` when `upstreamStatus` is a status, else `unknown`.
+   */
+  upstream?: UpstreamOutcome;
+  /** The upstream's status when it answered; null otherwise. */
   upstreamStatus: number | null;
   durationMs: number;
-  /** When the upstream answered (ms since the epoch). */
+  /** When the upstream answered or failed (ms since the epoch). */
   atMs: number;
-  /** Why the upstream did not answer, when it did not. */
-  error?: string;
+  /** Why the answer is missing or incomplete: a stable code (forward.ts, upstream-outcome.ts) and words. */
+  code?: string;
+  reason?: string;
 }
 
 /**
  * The `execution.observed` record's fields, for the server to add to its execution records after the
- * upstream answered (or failed: `upstreamStatus` null gives code UPSTREAM_ERROR). The permit stays
- * consumed either way.
+ * upstream answered or failed. The permit stays consumed either way. Fails towards `unknown`: an
+ * `answered` without a valid status cannot be believed, and a missing answer always has a code.
  */
 export function executionRecord(input: ExecutionRecordInput): Record<string, string> {
   const status = input.upstreamStatus;
   const validStatus = status !== null && Number.isInteger(status) && status >= 100 && status <= 999;
+  const claimed = input.upstream ?? (validStatus ? 'answered' : 'unknown');
+  const upstream = claimed === 'answered' && !validStatus ? 'unknown' : claimed;
+  const answered = upstream === 'answered';
+  const code = input.code ?? '';
   return record({
     kind: 'execution.observed',
     route: input.route,
@@ -276,10 +287,11 @@ export function executionRecord(input: ExecutionRecordInput): Record<string, str
     permitId: input.permitId ?? '',
     actionType: input.claims?.act ?? input.route.action_type,
     actorId: input.claims?.sub ?? '',
-    code: validStatus ? '' : 'UPSTREAM_ERROR',
-    reason: validStatus ? '' : (input.error ?? 'the upstream did not answer'),
-    upstreamStatus: validStatus ? String(status) : '',
+    code: answered || code !== '' ? code : 'UPSTREAM_ERROR',
+    reason: answered || (input.reason ?? '') !== '' ? (input.reason ?? '') : 'the upstream did not answer',
+    upstreamStatus: answered ? String(status) : '',
     durationMs: String(Math.max(0, Math.round(Number.isFinite(input.durationMs) ? input.durationMs : 0))),
+    upstream,
   });
 }
 
@@ -296,6 +308,8 @@ interface RecordInput {
   reason: string;
   upstreamStatus?: string;
   durationMs?: string;
+  /** execution.observed only. */
+  upstream?: UpstreamOutcome;
 }
 
 /** A record's fields; verificationRecordFields clamps each text to its cap, so a long request id cannot make the append (and so the gate) fail. */
@@ -313,6 +327,7 @@ function record(input: RecordInput): Record<string, string> {
     reason: input.reason,
     upstream_status: input.upstreamStatus ?? '',
     duration_ms: input.durationMs ?? '',
+    ...(input.upstream !== undefined ? { upstream: input.upstream } : {}),
   });
 }
 

@@ -198,6 +198,8 @@ export function sendError(res: ServerResponse, requestId: string, error: Counter
   }
   const body = JSON.stringify(errorEnvelope(error, requestId));
   const headers: Record<string, string | number> = {
+    // The catalogue's headers first (Retry-After on a 503 or 429): ours below win.
+    ...error.headers,
     'content-type': 'application/json; charset=utf-8',
     'content-length': Buffer.byteLength(body),
     'cache-control': 'no-store',

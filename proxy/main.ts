@@ -35,7 +35,7 @@ import { Resources } from '../shared/lifecycle.js';
 import { createLogger } from '../shared/logging.js';
 import { RemoteKeyResolver } from '../shared/permits/remote-keys.js';
 import { verificationStream } from '../shared/permits/store-keys.js';
-import { createSharedStore } from '../shared/store/index.js';
+import { openCheckedStore } from '../shared/store/open.js';
 import type { SharedStore } from '../shared/store/types.js';
 import { loadProxyConfig, ProxyConfigError, readProxyApiKey, type ProxyConfig } from './config.js';
 import { createExecutionRecords } from './execution-records.js';
@@ -84,7 +84,7 @@ export interface RunningProxy {
 }
 
 /** Changing these needs a restart: they are bound to listeners, connections or the key cache. */
-const RESTART_ONLY = ['listen', 'admin_listen', 'redis_url', 'organization', 'authority'] as const;
+const RESTART_ONLY = ['listen', 'admin_listen', 'redis_url', 'store', 'organization', 'authority'] as const;
 
 export async function startProxy(configFile: string, options: StartProxyOptions = {}): Promise<RunningProxy> {
   const env = options.env ?? process.env;
@@ -96,7 +96,7 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
   const apiKey = await readProxyApiKey(initial.authority);
 
   const allowInProcess = options.allowInProcessStore ?? (initial.allow_in_process_store || ['1', 'true'].includes(env.COUNTERSIGN_ALLOW_IN_PROCESS_STORE ?? ''));
-  if (options.store === undefined && initial.redis_url === undefined && !allowInProcess) {
+  if (options.store === undefined && initial.redis_url === undefined && initial.store.topology === 'single' && !allowInProcess) {
     throw new ProxyConfigError(
       `${configFile} is invalid:\n  redis_url: required: the proxy shares replay state, revocations and records with the authority through Redis ` +
         '(an in-process store is shared with nobody; set allow_in_process_store: true or COUNTERSIGN_ALLOW_IN_PROCESS_STORE=1 to run one anyway, for development)',
@@ -107,10 +107,12 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
   const closeAll = () => resources.closeAll();
 
   try {
-    const store = options.store ?? createSharedStore({ redisUrl: initial.redis_url });
-    if (options.store === undefined) resources.add(() => store.close());
-
     const metrics = createProxyMetrics();
+    const enforcing = initial.routes.some((route) => route.mode === 'enforce');
+    const store =
+      options.store ??
+      (await openCheckedStore({ settings: initial.store, redisUrl: initial.redis_url, enforcing, logger, metrics: metrics.store, env }));
+    if (options.store === undefined) resources.add(() => store.close());
     const client = new CountersignClient({ baseUrl: initial.authority.url, apiKey });
     resources.add(() => client.close());
     const keys = new RemoteKeyResolver({
@@ -164,9 +166,10 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
 
     const proxy = createProxyServer({ current: () => state, gate, executionRecords, metrics, logger });
     const drainTimeoutMs = options.drainTimeoutMs ?? 10_000;
-    // proxy.close() cuts every connection; let the requests in flight finish first.
+    // proxy.close() cuts every connection; let the requests in flight finish first (requests
+    // arriving meanwhile get the 503 envelope).
     resources.add(async () => {
-      await drain(proxy.server, drainTimeoutMs);
+      await proxy.drain(drainTimeoutMs);
       await proxy.close();
     });
     const url = await listen(proxy.server, initial.listen);
@@ -303,23 +306,6 @@ function closeServer(server: Server): Promise<void> {
     server.close(() => resolve());
     // Scrapers keep connections alive; the admin port has nothing in flight worth waiting for.
     server.closeAllConnections();
-  });
-}
-
-/** Stops accepting, then waits for the connections to end; idle keep-alive ones are closed as they become idle. */
-function drain(server: Server, timeoutMs: number): Promise<void> {
-  if (!server.listening) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(deadline);
-      clearInterval(sweep);
-      resolve();
-    };
-    const deadline = setTimeout(done, timeoutMs);
-    // A connection that just answered stays open for keep-alive; close it once it is idle.
-    const sweep = setInterval(() => server.closeIdleConnections(), 25);
-    server.close(() => done());
-    server.closeIdleConnections();
   });
 }
 

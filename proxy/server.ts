@@ -17,11 +17,17 @@
  * - A permitted request (verified, not a shadow would-block) gets an `execution.observed` record
  *   after the answer, appended within a few milliseconds in a batch with others
  *   (execution-records.ts); a failed append is counted and logged and never changes the answer.
+ *   It says whether the upstream answered (with the status), was not reached, or may have been
+ *   (forward.ts, upstream-outcome.ts); the caller's 502 says the same in its `reason`.
+ * - Shutdown (`drain`): the listener stops accepting; requests in flight finish; a request that
+ *   arrives during the drain on a kept-alive connection gets 503 `service_unavailable` (reason
+ *   `SHUTTING_DOWN`) with `Connection: close`, before its permit is touched.
  *
  * @example
  *   const proxy = createProxyServer({ current: () => state, gate, executionRecords, metrics, logger });
  *   proxy.server.listen(config.listen.port, config.listen.host);
- *   await proxy.close(); // stops accepting, waits for pending records, closes the upstream pool
+ *   await proxy.drain(10_000); // SIGTERM: in-flight requests finish, new ones get 503
+ *   await proxy.close(); // cuts what is left, waits for pending records, closes the upstream pool
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { connect as netConnect, type Socket } from 'node:net';
@@ -33,14 +39,14 @@ import { Agent } from 'undici';
 import { CountersignError } from '../shared/errors.js';
 import type { ProxyConfig, ProxyRoute } from './config.js';
 import type { ExecutionRecords } from './execution-records.js';
-import { forwardRequest, upstreamOf, type Upstream } from './forward.js';
+import { executionOutcome, forwardRequest, unavailableError, upstreamOf, type ExecutionOutcome, type Upstream } from './forward.js';
 import { executionRecord, type Gate, type GateDecision } from './gate.js';
 import { UNMATCHED_ROUTE, type ProxyMetrics, type RequestOutcome } from './metrics.js';
 import { compileRouteTable, matchRoute, type RouteTable } from './routes.js';
+import { ProxyStopped } from './upstream-outcome.js';
 import {
   type BufferedBody,
   bufferedBody,
-  errorMessage,
   forwardHeaders,
   originForm,
   parseJson,
@@ -81,6 +87,12 @@ export interface ProxyServerOptions {
 
 export interface ProxyServer {
   server: Server;
+  /**
+   * Stops accepting and lets the requests in flight finish, for up to `timeoutMs`; meanwhile new
+   * requests on open connections get the 503 envelope. Resolves when nothing is left, or at the deadline.
+   */
+  drain(timeoutMs: number): Promise<void>;
+  /** Cuts whatever is still open (the drain's leftovers), waits for pending records, closes the upstream pool. */
   close(): Promise<void>;
 }
 
@@ -92,6 +104,9 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     bodyTimeout: options.upstreamBodyTimeoutMs ?? 300_000,
   });
   const upgradeSockets = new Set<Duplex>();
+  /** Requests being handled: a drain waits for them, and close() for their records. */
+  const inFlight = new Set<Promise<void>>();
+  let draining = false;
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const started = performance.now();
@@ -157,10 +172,12 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
           requestId,
           permitId: decision.permitId,
           claims: decision.claims,
+          upstream: result.upstream,
           upstreamStatus: result.status,
           durationMs: result.durationMs,
           atMs: Date.now(),
-          ...(result.error !== undefined ? { error: result.error } : {}),
+          code: result.code,
+          reason: result.reason,
         }),
         requestId,
       );
@@ -193,10 +210,8 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
   }
 
   /** What the execution record and the metrics need: the upstream's status (null: no answer). */
-  interface ForwardSummary {
-    status: number | null;
+  interface ForwardSummary extends ExecutionOutcome {
     durationMs: number;
-    error?: string;
   }
 
   async function forward(req: IncomingMessage, res: ServerResponse, state: ProxyState, input: ForwardInput): Promise<ForwardSummary> {
@@ -209,29 +224,30 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
       body: input.body,
       requestId: input.requestId,
     });
-    switch (result.outcome) {
-      case 'answered':
-        return { status: result.status, durationMs: result.durationMs };
-      case 'interrupted':
+    const summary: ForwardSummary = { ...executionOutcome(result), durationMs: result.durationMs };
+    const context = { request_id: input.requestId, route: input.route, upstream: summary.upstream, code: summary.code };
+    if (result.outcome === 'cut_short' && result.by === 'upstream') {
+      metrics.upstreamErrors.inc({ route: input.route });
+      logger.warn({ ...context, err: result.error }, 'upstream answer interrupted');
+    } else if (result.outcome === 'cut_short') {
+      logger.info(context, 'client went away before the upstream answer reached it');
+    } else if (result.outcome === 'failed') {
+      // A client leaving or the proxy stopping is not the upstream's failure.
+      if (result.failure.code === 'CLIENT_GONE' || result.failure.code === 'PROXY_STOPPED') {
+        logger.info({ ...context, err: result.error }, 'forwarding ended before the upstream answered');
+      } else {
         metrics.upstreamErrors.inc({ route: input.route });
-        logger.warn({ err: result.error, request_id: input.requestId, route: input.route }, 'upstream answer interrupted');
-        return { status: result.status, durationMs: result.durationMs };
-      case 'client_gone':
-        logger.info({ request_id: input.requestId, route: input.route }, 'client went away before the upstream answered');
-        return result.status === null
-          ? { status: null, durationMs: result.durationMs, error: 'the client went away before the upstream answered' }
-          : { status: result.status, durationMs: result.durationMs };
-      case 'unreachable':
-        metrics.upstreamErrors.inc({ route: input.route });
-        logger.warn({ err: result.error, request_id: input.requestId, route: input.route }, 'upstream unavailable');
-        sendError(res, input.requestId, new CountersignError('upstream_unavailable'));
-        return { status: null, durationMs: result.durationMs, error: errorMessage(result.error) };
+        logger.warn({ ...context, err: result.error }, 'upstream unavailable');
+      }
+      if (!result.clientGone) sendError(res, input.requestId, unavailableError(result.failure));
     }
+    return summary;
   }
 
   function handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     const requestId = requestIdOf(req);
     socket.on('error', () => socket.destroy());
+    if (draining) return rawError(socket, requestId, shuttingDown());
     const state = current();
     const target = originForm(req.url);
     if (target === null) {
@@ -288,12 +304,19 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
   }
 
   const server = createServer((req, res) => {
-    handle(req, res).catch((error: unknown) => {
+    if (draining) {
+      // Before anything else, so the permit it carries stays unused for the retry elsewhere.
+      res.setHeader('connection', 'close');
+      return sendError(res, requestIdOf(req), shuttingDown());
+    }
+    const handled = handle(req, res).catch((error: unknown) => {
       // A bug or an unexpected failure: answer what can still be answered, never crash.
       logger.error({ err: error }, 'proxy request failed');
       if (!res.headersSent && !res.destroyed) sendError(res, requestIdOf(req), new CountersignError('internal'));
       else res.destroy();
     });
+    inFlight.add(handled);
+    void handled.finally(() => inFlight.delete(handled));
   });
   server.on('upgrade', handleUpgrade);
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
@@ -301,19 +324,48 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     else socket.destroy();
   });
 
+  async function drain(timeoutMs: number): Promise<void> {
+    draining = true;
+    if (!server.listening && inFlight.size === 0) return;
+    let sweep: NodeJS.Timeout | undefined;
+    let deadline: NodeJS.Timeout | undefined;
+    const closed = new Promise<void>((resolve) => {
+      if (!server.listening) return resolve();
+      server.close(() => resolve());
+      // A connection that just answered stays open for keep-alive; close it once it is idle.
+      sweep = setInterval(() => server.closeIdleConnections(), 25);
+      server.closeIdleConnections();
+    });
+    // A request whose client left may still wait for its upstream's answer, on no connection.
+    const settled = closed.then(() => Promise.allSettled([...inFlight]));
+    await Promise.race([settled, new Promise<void>((resolve) => (deadline = setTimeout(resolve, timeoutMs)))]);
+    clearInterval(sweep);
+    clearTimeout(deadline);
+  }
+
   return {
     server,
+    drain,
     async close() {
+      draining = true;
       // Upgraded sockets left node:http's bookkeeping but still hold server.close() open.
       for (const socket of upgradeSockets) socket.destroy();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
       });
+      // What is still in flight is past the drain: its record says the proxy stopped it.
+      await agent.destroy(new ProxyStopped());
+      await Promise.allSettled([...inFlight]);
       await executionRecords.close();
-      await agent.close();
     },
   };
+}
+
+function shuttingDown(): CountersignError {
+  return new CountersignError('service_unavailable', 'The proxy is shutting down; nothing was forwarded and the permit was not used. Send the request again.', {
+    reason: 'SHUTTING_DOWN',
+  });
 }
 
 // ---- requests ----

@@ -10,6 +10,10 @@
  * one audit event per new record, appended last. After the commit the stream is trimmed; a failed
  * trim only leaves records the cursor and the ledger already skip.
  *
+ * An `execution.observed` event says whether the upstream `answered` (with its status), was
+ * `not_reached` or the result is `unknown`, with the gate's code and reason; a record from a gate
+ * that predates the `upstream` field is read from its status (upstreamOutcomeOf).
+ *
  * A record that does not parse (an old or broken gate, a hand-written entry) is neither dropped
  * nor allowed to block the stream: it is recorded as a `permit.rejected` event with decision null
  * and details `{ invalid_record: true, claimed_kind, fields, issues }`, no permit is marked, and
@@ -22,7 +26,7 @@
  */
 import { verificationStream } from '../../shared/permits/store-keys.js';
 import type { SharedStore, StoredRecord } from '../../shared/store/types.js';
-import { VerificationRecord } from '../../shared/wire/verification-records.js';
+import { upstreamOutcomeOf, VerificationRecord, type ExecutionObservedDetails } from '../../shared/wire/verification-records.js';
 import { appendAuditEvents } from '../audit/chain.js';
 import type { NewAuditEvent } from '../audit/types.js';
 import { markManyConsumed } from '../permits/permits.js';
@@ -198,7 +202,15 @@ function auditEventOf(orgId: string, { stored, record, issues }: Parsed, now: Da
       return {
         ...base,
         decision: null,
-        details: { ...source, upstream_status: numberOrText(record.upstream_status), duration_ms: numberOrText(record.duration_ms), action_type: text(record.action_type) },
+        details: {
+          ...source,
+          upstream: upstreamOutcomeOf(record),
+          upstream_status: numberOrText(record.upstream_status),
+          code: text(record.code),
+          reason: text(record.reason),
+          duration_ms: numberOrText(record.duration_ms),
+          action_type: text(record.action_type),
+        } satisfies ExecutionObservedDetails,
       };
   }
 }

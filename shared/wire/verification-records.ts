@@ -14,6 +14,15 @@ import { z } from 'zod';
 
 export const VERIFICATION_RECORD_KINDS = ['permit.verified', 'permit.rejected', 'execution.observed'] as const;
 
+/**
+ * What became of a forwarded request at the upstream: it `answered` (with a status), it was
+ * `not_reached` (the request certainly never left the gate: connection refused, DNS failure,
+ * connect timeout, no route, TLS handshake failure), or the result is `unknown` (the request may
+ * have reached the upstream and run: a reset or a time-out after sending, the client gone).
+ */
+export const UPSTREAM_OUTCOMES = ['answered', 'not_reached', 'unknown'] as const;
+export type UpstreamOutcome = (typeof UPSTREAM_OUTCOMES)[number];
+
 export const VerificationRecord = z.object({
   kind: z.enum(VERIFICATION_RECORD_KINDS),
   /** The gate that wrote it: `proxy:<route name>`. */
@@ -28,14 +37,54 @@ export const VerificationRecord = z.object({
   permit_id: z.string().max(64),
   action_type: z.string().max(256),
   actor_id: z.string().max(256),
-  /** Refusals: the verification code (PERMIT_EXPIRED, …); empty otherwise. */
+  /**
+   * Refusals: the verification code (PERMIT_EXPIRED, …). execution.observed: why the upstream's
+   * answer is missing or incomplete (UPSTREAM_REFUSED, CLIENT_GONE, …). Empty otherwise.
+   */
   code: z.string().max(64),
   reason: z.string().max(500),
   /** execution.observed: the upstream's status code and how long it took; empty otherwise. */
   upstream_status: z.string().max(3),
   duration_ms: z.string().max(20),
+  /**
+   * execution.observed only. Optional: records written by gates that predate it still parse, and
+   * the drain then reads the outcome from `upstream_status` (see upstreamOutcomeOf).
+   */
+  upstream: z.enum(UPSTREAM_OUTCOMES).optional(),
 });
 export type VerificationRecord = z.infer<typeof VerificationRecord>;
+
+/**
+ * The outcome a record states, or for a record without one, what can be read from its status: a
+ * status means the upstream answered, no status means it cannot be known whether the request
+ * reached the upstream. A record that claims `answered` without a status is read as `unknown`.
+ */
+export function upstreamOutcomeOf(record: Pick<VerificationRecord, 'upstream' | 'upstream_status'>): UpstreamOutcome {
+  const answered = /^[1-9]\d\d$/.test(record.upstream_status);
+  if (record.upstream === undefined || record.upstream === 'answered') return answered ? 'answered' : 'unknown';
+  return record.upstream;
+}
+
+/**
+ * The `details` of an `execution.observed` audit event, as the authority's drain writes them; the
+ * same object is the webhook payload's and appears in the permit's proof. Loose: events recorded
+ * by older builds carry fewer fields and must still be read.
+ */
+export const ExecutionObservedDetails = z.looseObject({
+  gate: z.string(),
+  mode: z.enum(['enforce', 'shadow']),
+  /** The stream id of the record the event was drained from. */
+  record_id: z.string(),
+  upstream: z.enum(UPSTREAM_OUTCOMES),
+  /** The upstream's status when it answered; null otherwise (text only for a malformed record, kept rather than lost). */
+  upstream_status: z.union([z.number().int(), z.string()]).nullable(),
+  /** Why the answer is missing or incomplete (a stable code) and in words; null for a complete answer. */
+  code: z.string().nullable(),
+  reason: z.string().nullable(),
+  duration_ms: z.union([z.number(), z.string()]).nullable(),
+  action_type: z.string().nullable(),
+});
+export type ExecutionObservedDetails = z.infer<typeof ExecutionObservedDetails>;
 
 /** Each text field's length cap, read from the schema above (so it is stated once). */
 const CAPS: ReadonlyArray<readonly [keyof VerificationRecord, number]> = Object.entries(VerificationRecord.shape).flatMap(([name, schema]) =>
@@ -43,13 +92,15 @@ const CAPS: ReadonlyArray<readonly [keyof VerificationRecord, number]> = Object.
 );
 
 /**
- * The record as stream fields (every field present, as a string), each text clamped to its cap.
+ * The record as stream fields (every field given, as a string; `upstream` only on executions),
+ * each text clamped to its cap.
  * No schema parse: the gate builds two records per request from values it has checked already,
  * and the authority's drain validates every record it reads (a malformed one is still recorded,
  * with its issues).
  */
 export function verificationRecordFields(record: VerificationRecord): Record<string, string> {
-  const fields: Record<string, string> = { ...record };
+  const fields: Record<string, string> = {};
+  for (const [name, value] of Object.entries(record)) if (value !== undefined) fields[name] = value;
   for (const [name, cap] of CAPS) {
     const value = fields[name] as string;
     if (value.length > cap) fields[name] = value.slice(0, cap);

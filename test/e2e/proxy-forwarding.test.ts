@@ -209,16 +209,16 @@ for (const backend of appBackends()) {
         t.match(await down.metrics.registry.metrics(), /countersign_proxy_store_errors_total 1/);
       });
 
-      await t.test('upstream down → 502 upstream_unavailable, recorded as UPSTREAM_ERROR', async (t) => {
+      await t.test('upstream down → 502 upstream_unavailable, recorded as not reached', async (t) => {
         const proxyToNowhere = await h.startProxy({ upstream: await deadUrl() });
         const permit = await h.permit({ id: 'order-u' });
         const response = await call(proxyToNowhere.url, '/echo/order-u', { token: permit.token });
         t.equal(response.status, 502);
-        t.match(response.json(), { error: 'upstream_unavailable', status: 502 });
+        t.match(response.json(), { error: 'upstream_unavailable', status: 502, reason: 'UPSTREAM_NOT_REACHED' });
         const execution = await eventually('the failed execution record', async () =>
           (await h.records()).find((record) => record.kind === 'execution.observed' && record.permit_id === permit.id),
         );
-        t.match(execution, { code: 'UPSTREAM_ERROR', upstream_status: '' });
+        t.match(execution, { upstream: 'not_reached', code: 'UPSTREAM_REFUSED', upstream_status: '' });
         const text = await proxyToNowhere.metrics.registry.metrics();
         t.match(text, /countersign_proxy_upstream_errors_total\{route="echo"\} 1/);
         t.match(text, /countersign_proxy_requests_total\{route="echo",outcome="upstream_error"\} 1/);

@@ -318,7 +318,7 @@ t.test('executionRecord builds a valid execution.observed record', async (t) => 
   const route = { name: 'echo', action_type: 'demo.echo' };
   const fields = executionRecord({ route, mode: 'enforce', requestId: 'req-1', permitId: 'p'.repeat(22), claims: null, upstreamStatus: 201, durationMs: 12.6, atMs: Date.parse('2026-11-21T12:00:00Z') });
   t.match(VerificationRecord.parse(fields), { kind: 'execution.observed', gate: 'proxy:echo', upstream_status: '201', duration_ms: '13', code: '', action_type: 'demo.echo', at: '2026-11-21T12:00:00.000Z' });
-  const failed = executionRecord({ route, mode: 'shadow', requestId: 'r'.repeat(500), permitId: null, claims: null, upstreamStatus: null, durationMs: -1, atMs: 0, error: 'ECONNREFUSED' });
-  t.match(VerificationRecord.parse(failed), { upstream_status: '', code: 'UPSTREAM_ERROR', reason: 'ECONNREFUSED', duration_ms: '0', permit_id: '' });
+  const failed = executionRecord({ route, mode: 'shadow', requestId: 'r'.repeat(500), permitId: null, claims: null, upstream: 'not_reached', upstreamStatus: null, durationMs: -1, atMs: 0, code: 'UPSTREAM_REFUSED', reason: 'ECONNREFUSED' });
+  t.match(VerificationRecord.parse(failed), { upstream: 'not_reached', upstream_status: '', code: 'UPSTREAM_REFUSED', reason: 'ECONNREFUSED', duration_ms: '0', permit_id: '' });
   t.equal(failed.request_id?.length, 200, 'a long request id is cut to the schema, not a failure');
 });
