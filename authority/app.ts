@@ -26,10 +26,12 @@ import { escalationRoutes } from './escalations/routes.js';
 import { evaluateRoutes } from './evaluate/routes.js';
 import { storeEvaluations } from './evaluate/store.js';
 import { healthRoutes } from './health/routes.js';
+import { installDrainAnswer } from './http/drain.js';
 import { answerFrameworkError, installErrorHandling } from './http/errors.js';
 import { installGuard } from './http/guard.js';
 import type { AuthorityMetrics } from './metrics.js';
 import { PublishedKeyResolver } from './permits/key-resolver.js';
+import { ReplayEpochs } from './permits/replay-epochs.js';
 import { permitRoutes } from './permits/routes.js';
 import { verifyRoutes } from './permits/verify-route.js';
 import { policyRoutes } from './policy/routes.js';
@@ -74,7 +76,8 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
     logController: new LogController({ requestIdLogLabel: 'request_id' }),
     trustProxy: deps.config.trust_proxy,
     forceCloseConnections: 'idle',
-    return503OnClosing: true,
+    // Requests during the drain are answered in our envelope (installDrainAnswer), not fastify's.
+    return503OnClosing: false,
     frameworkErrors: answerFrameworkError,
   });
   app.setValidatorCompiler(validatorCompiler);
@@ -85,6 +88,7 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
+  installDrainAnswer(app);
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url ?? 'unmatched';
     deps.metrics.httpRequests.inc({ method: request.method, route, status_code: String(reply.statusCode) });
@@ -117,7 +121,8 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
   identityRoutes(app);
   apiKeyRoutes(app, { ...deps, credentials });
   policyRoutes(app, { ...deps, credentials });
-  evaluateRoutes(app, { ...deps, writer });
+  const epochs = new ReplayEpochs(deps.store, deps.logger, { onReset: () => deps.metrics.store.stateResets.inc() });
+  evaluateRoutes(app, { ...deps, writer, epochs });
   permitRoutes(app, { ...deps, keyResolver });
   verifyRoutes(app, { ...deps, keyResolver });
   effectRoutes(app, deps);
@@ -137,7 +142,9 @@ export async function buildAdminApp(deps: Pick<AuthorityDeps, 'db' | 'store' | '
     // Scrapes and probes every few seconds would drown the log.
     logController: new LogController({ disableRequestLogging: true }),
     frameworkErrors: answerFrameworkError,
+    return503OnClosing: false,
   });
+  installDrainAnswer(app);
   installErrorHandling(app);
   app.get('/metrics', async (_request, reply) => {
     reply.type(deps.metrics.registry.contentType);

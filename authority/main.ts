@@ -14,7 +14,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { Resources } from '../shared/lifecycle.js';
 import { createLogger } from '../shared/logging.js';
-import { createSharedStore } from '../shared/store/index.js';
+import { openCheckedStore } from '../shared/store/open.js';
 import type { SharedStore } from '../shared/store/types.js';
 import { buildAdminApp, buildAuthorityApp } from './app.js';
 import { createJwtVerifier } from './auth/jwt.js';
@@ -61,7 +61,7 @@ export async function startAuthority(config: AuthorityConfig, options: StartOpti
   const logger = options.logger ?? createLogger({ name: 'authority', level: config.log_level });
   const clock = options.clock ?? systemClock;
 
-  if (config.database_url !== undefined && config.redis_url === undefined && !config.allow_in_process_store) {
+  if (config.database_url !== undefined && config.redis_url === undefined && config.store.topology === 'single' && !config.allow_in_process_store) {
     // Postgres means several replicas can run; without Redis they would not share replay
     // state or rate limits. Refuse unless the operator says this is one replica on purpose.
     throw new ConfigError(
@@ -96,9 +96,10 @@ export async function startAuthority(config: AuthorityConfig, options: StartOpti
       logger.info({ organization_id: boot.organizationId }, 'first start: organization "default" created with the admin key from COUNTERSIGN_BOOTSTRAP_KEY');
     }
 
-    const store = createSharedStore({ redisUrl: config.redis_url });
-    resources.add(() => store.close());
     const metrics = createAuthorityMetrics();
+    // verify-permit consumes permits as a gate does: the store must keep its durability promise.
+    const store = await openCheckedStore({ settings: config.store, redisUrl: config.redis_url, enforcing: true, logger, metrics: metrics.store, env });
+    resources.add(() => store.close());
     const jwt = config.auth.jwt ? await createJwtVerifier(config.auth.jwt) : null;
     const deps = { config, db, store, clock, metrics, logger, jwt, keys, policies, secrets: box };
 

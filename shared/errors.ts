@@ -1,7 +1,8 @@
 /**
  * The one catalogue of error codes in the error envelope `{error, message, status, request_id}`.
  * Every HTTP error the authority or the proxy answers comes from here, so a code always has the
- * same status and a client can rely on it.
+ * same status and a client can rely on it. A 503 error carries `Retry-After` in its `headers`
+ * (see `RETRY_AFTER_SECONDS`), as a 429 does; writers of the envelope send `headers`.
  *
  * @example
  *   throw new CountersignError('forbidden', 'this key lacks scope keys:write');
@@ -28,6 +29,17 @@ export const ERROR_CATALOGUE = {
 
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;
 
+/**
+ * `Retry-After` seconds a 503 carries unless its thrower gives its own: the dependency or the
+ * process it waited for is expected back soon, and a client (or a load balancer) should try again
+ * rather than treat the answer as final. 429s take theirs from the rate-limit bucket instead.
+ */
+export const RETRY_AFTER_SECONDS: Partial<Record<ErrorCode, number>> = {
+  audit_unavailable: 2,
+  gate_unavailable: 1,
+  service_unavailable: 2,
+};
+
 export interface ErrorDetail {
   path: string;
   message: string;
@@ -39,8 +51,14 @@ export interface ErrorDetail {
 export interface CountersignErrorOptions {
   /** Field-level problems, sent as `details` (400 only). */
   details?: ErrorDetail[];
-  /** Sent as `retry_after_ms` and as `Retry-After` seconds (429 only). */
+  /** Sent as `retry_after_ms` in the body (429 from evaluate/verify-permit only). */
   retryAfterMs?: number;
+  /**
+   * Sent as the `Retry-After` header (whole seconds, at least 1) unless `headers` already carry
+   * one. Defaults to `RETRY_AFTER_SECONDS[code]` (the 503 codes); 429s set their header from the
+   * bucket through `headers`.
+   */
+  retryAfterSeconds?: number;
   /** A stable machine reason (proxy refusals, verification codes). */
   reason?: string;
   /** Extra response headers, such as `Allow` on 405. */
@@ -55,6 +73,7 @@ export class CountersignError extends Error {
   readonly details: ErrorDetail[] | undefined;
   readonly retryAfterMs: number | undefined;
   readonly reason: string | undefined;
+  /** Response headers to send with the envelope, `Retry-After` included when there is one. */
   readonly headers: Record<string, string>;
 
   constructor(code: ErrorCode, message?: string, options: CountersignErrorOptions = {}) {
@@ -65,7 +84,11 @@ export class CountersignError extends Error {
     this.details = options.details;
     this.retryAfterMs = options.retryAfterMs;
     this.reason = options.reason;
-    this.headers = options.headers ?? {};
+    const retryAfter = options.retryAfterSeconds ?? RETRY_AFTER_SECONDS[code];
+    this.headers =
+      retryAfter !== undefined && options.headers?.['retry-after'] === undefined
+        ? { ...options.headers, 'retry-after': String(Math.max(1, Math.ceil(retryAfter))) }
+        : (options.headers ?? {});
   }
 }
 

@@ -2,14 +2,17 @@
  * Every error leaves the authority as the envelope `{error, message, status, request_id}`:
  * our own `CountersignError`s, zod validation failures (400 with `details`), fastify's body
  * errors (413, 415, bad JSON), the router's URL errors (a bad percent-encoding, a path parameter
- * over 100 characters: 400), unknown paths (404) and methods (405, with `Allow`), and anything
- * unexpected as a 500 `internal` whose message never carries a stack or internals.
+ * over 100 characters: 400), unknown paths (404) and methods (405, with `Allow`), a database that
+ * cannot be reached, wherever it was met (503 `service_unavailable` with `Retry-After`, see
+ * store/unavailable.ts), and anything unexpected as a 500 `internal` whose message never carries
+ * a stack or internals.
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import FindMyWay, { type HTTPVersion } from 'find-my-way';
 import type { z } from 'zod';
 import { CountersignError, errorEnvelope, type ErrorDetail } from '../../shared/errors.js';
+import { isDatabaseUnavailable } from '../store/unavailable.js';
 
 const BODY_ERRORS: Record<string, () => CountersignError> = {
   FST_ERR_CTP_BODY_TOO_LARGE: () => new CountersignError('payload_too_large', 'request bodies are limited to 64 KiB'),
@@ -35,9 +38,17 @@ export function invalidRequest(error: z.ZodError, message = 'the request does no
   });
 }
 
+/** A database outage met anywhere (the auth layer included): retryable, never our 500. */
+function databaseUnavailable(cause: unknown): CountersignError {
+  return new CountersignError('service_unavailable', 'the database is not reachable; retry later', { cause });
+}
+
 /** Maps anything thrown while answering to the envelope's error. */
 export function toCountersignError(error: unknown): CountersignError {
-  if (error instanceof CountersignError) return error;
+  if (error instanceof CountersignError) {
+    // Code that wrapped a failure as `internal` without knowing what it was.
+    return error.code === 'internal' && isDatabaseUnavailable(error.cause) ? databaseUnavailable(error) : error;
+  }
   if (hasZodFastifySchemaValidationErrors(error)) {
     return new CountersignError('invalid_request', 'the request does not match the schema', {
       details: validationDetails(error as never),
@@ -55,6 +66,8 @@ export function toCountersignError(error: unknown): CountersignError {
   if (status === 415) return BODY_ERRORS.FST_ERR_CTP_INVALID_MEDIA_TYPE!();
   if (status === 404) return new CountersignError('not_found');
   if (status !== undefined && status >= 400 && status < 500) return new CountersignError('invalid_request', 'the request is malformed');
+  // After the client errors: a client that hung up mid-body is an ECONNRESET too (fastify marks it 400).
+  if (isDatabaseUnavailable(error)) return databaseUnavailable(error);
   return new CountersignError('internal', undefined, { cause: error });
 }
 

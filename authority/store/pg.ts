@@ -22,7 +22,10 @@ export interface PgDbOptions {
   connectionString: string;
   /** Pool size; pg's default is 10. */
   max?: number;
-  /** How long acquiring a new connection may take before it fails; default 10 s. */
+  /**
+   * How long acquiring a connection (a new one, or a free slot of the pool) may take before it
+   * fails; default `DEFAULT_CONNECT_TIMEOUT_MS`.
+   */
   connectTimeoutMs?: number;
   /**
    * Called when an idle pooled connection fails (server restart, network drop). The pool discards
@@ -31,6 +34,13 @@ export interface PgDbOptions {
    */
   onError?: (err: Error) => void;
 }
+
+/**
+ * A database that does not answer (host down, packets dropped) fails a request after this long,
+ * answered 503 with Retry-After (see unavailable.ts), instead of holding it until the client gives
+ * up. A refused connection fails at once either way.
+ */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
 
 const INT8_OID = 20;
 const INT8_ARRAY_OID = 1016;
@@ -90,7 +100,7 @@ export class PgDb implements Db {
     this.pool = new pg.Pool({
       connectionString: options.connectionString,
       max: options.max,
-      connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
+      connectionTimeoutMillis: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
       types: pgliteCompatibleTypes,
     });
     const onError =
@@ -187,7 +197,7 @@ export class PgDb implements Db {
     const connect = (): void => {
       const client = new pg.Client({
         connectionString: this.options.connectionString,
-        connectionTimeoutMillis: this.options.connectTimeoutMs ?? 10_000,
+        connectionTimeoutMillis: this.options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
       });
       current = client;
       client.on('notification', (message) => {
