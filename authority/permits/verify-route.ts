@@ -48,7 +48,13 @@ export function verifyRoutes(app: FastifyInstance, deps: VerifyRouteDeps): void 
       orgId: principal.org.id,
       nowMs: now.getTime(),
       binding: body.context ? { kind: 'full', facts: factsFrom(body) } : { kind: 'partial', actionType: body.action_type, actorId: body.actor_id },
-      permitExists: async (claims) => (await getPermit(deps.db, principal.org.id, claims.jti, deps.clock)) !== null,
+      // The audit's view first: a permit recorded as used or revoked stays refused even when the
+      // replay store lost that fact.
+      permitStatus: async (claims) => {
+        const record = await getPermit(deps.db, principal.org.id, claims.jti, deps.clock);
+        if (record === null) return 'unknown';
+        return record.status === 'consumed' || record.status === 'revoked' ? record.status : 'issued';
+      },
       store: deps.store,
     });
 

@@ -89,8 +89,12 @@ export interface VerifyPermitOptions {
   /** Default PERMIT_LEEWAY_SECONDS. */
   leewaySeconds?: number;
   binding: PermitBinding;
-  /** Whether the authority knows this permit (verify-permit looks it up; the proxy cannot). */
-  permitExists?: (claims: PermitClaims) => Promise<boolean>;
+  /**
+   * What the authority's own records say of this permit (verify-permit looks it up; the proxy
+   * cannot): unknown permits are refused, and so are those recorded as consumed or revoked, even
+   * if the replay store has lost that fact.
+   */
+  permitStatus?: (claims: PermitClaims) => Promise<RecordedPermitStatus>;
   store: SharedStore;
   /** The verification record appended atomically with consumption (success only). */
   record?: (claims: PermitClaims) => RecordAppend;
@@ -102,6 +106,9 @@ export interface VerifyPermitOptions {
    */
   consumeTimeoutMs?: number;
 }
+
+/** `unknown`: no record; `issued`: usable as far as the records go (expiry is checked apart). */
+export type RecordedPermitStatus = 'unknown' | 'issued' | 'consumed' | 'revoked';
 
 /**
  * Where the Ed25519 signature check runs: 'event-loop' (synchronously), 'thread-pool' (libuv's
@@ -226,14 +233,16 @@ async function verify(options: VerifyPermitOptions): Promise<VerifyOutcome> {
   if (claims.aud !== options.audience) return refuse('PERMIT_INVALID', 'the permit is meant for another audience', claims);
   if (claims.org !== options.orgId) return refuse('ORG_MISMATCH', 'the permit belongs to another organization', claims);
 
-  if (options.permitExists) {
-    let exists: boolean;
+  if (options.permitStatus) {
+    let status: RecordedPermitStatus;
     try {
-      exists = await options.permitExists(claims);
+      status = await options.permitStatus(claims);
     } catch {
       return internal('the permit record could not be looked up', claims);
     }
-    if (exists !== true) return refuse('PERMIT_NOT_FOUND', 'the authority has no record of this permit', claims);
+    if (status === 'revoked') return refuse('PERMIT_REVOKED', 'the permit has been revoked', claims);
+    if (status === 'consumed') return refuse('PERMIT_ALREADY_USED', 'the permit has already been used', claims);
+    if (status !== 'issued') return refuse('PERMIT_NOT_FOUND', 'the authority has no record of this permit', claims);
   }
 
   if (claims.nbf * 1000 > options.nowMs + leewayMs) return refuse('PERMIT_NOT_YET_VALID', 'the permit is not valid yet', claims);

@@ -127,10 +127,20 @@ class TestRedis {
     );
   }
 
+  /** SIGSTOP: connections stay open and nothing is answered. */
+  pause(): void {
+    this.#child?.kill('SIGSTOP');
+  }
+
+  resume(): void {
+    this.#child?.kill('SIGCONT');
+  }
+
   async stop(): Promise<void> {
     const child = this.#child;
     if (!child) return;
     const exited = once(child, 'exit');
+    child.kill('SIGCONT');
     child.kill('SIGTERM');
     const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
     try {
@@ -456,4 +466,40 @@ t.test('Redis emptied (FLUSHALL): used and revoked permits are refused as REPLAY
     return codes.filter((code) => code === 'REPLAY_STATE_RESET').length >= 2;
   }, 20_000, 250);
   t.ok(codes.filter((code) => code === 'REPLAY_STATE_RESET').length >= 2, 'two permit.rejected records with REPLAY_STATE_RESET');
+});
+
+t.test('Redis paused past the gate timeout: 503, nothing reaches the upstream, and the permit stays usable', async (t) => {
+  const s = await setUp(t);
+  if (!s) return;
+  const permits = [await s.permit('stalled-1'), await s.permit('stalled-2')];
+  s.redis.pause();
+  for (const [i, permit] of permits.entries()) {
+    const refused = await s.send(`/echo/stalled-${i + 1}`, permit.token);
+    t.equal(refused.status, 503, `request ${i + 1}: fail closed while Redis is stalled`);
+    t.match(refused.json(), { error: 'gate_unavailable' });
+  }
+  t.same(s.upstream.received, [], 'the upstream received nothing');
+  s.redis.resume();
+  // The stalled consumes reach Redis now, late: they must change nothing.
+  await eventually('Redis to answer again', () => redisPing(s.redis.port));
+  for (const [i, permit] of permits.entries()) {
+    let answer = 0;
+    await eventually(`request ${i + 1} to go through with the same permit`, async () => {
+      answer = (await s.send(`/echo/stalled-${i + 1}`, permit.token)).status;
+      return answer !== 503;
+    });
+    t.equal(answer, 200, `request ${i + 1}: the permit was not consumed by the refused attempt`);
+  }
+  t.same(s.upstream.received, ['POST /echo/stalled-1', 'POST /echo/stalled-2'], 'one effect per permit');
+
+  let events: Array<{ type: string; resource_id: string | null }> = [];
+  await eventually('the drain to record the two uses', async () => {
+    const response = await s.api('/v1/audit/events?types=permit.verified&limit=500');
+    if (response.status !== 200) return false;
+    events = AuditEventsResponse.parse(response.body).events.filter((event) => permits.some((p) => p.id === event.resource_id));
+    return events.length >= 2;
+  }, 20_000, 250);
+  for (const permit of permits) {
+    t.equal(events.filter((event) => event.resource_id === permit.id).length, 1, `${permit.id}: exactly one permit.verified`);
+  }
 });

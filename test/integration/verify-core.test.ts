@@ -337,21 +337,26 @@ t.test('issuer, audience, organization, existence', async (t) => {
   const seen: string[] = [];
   outcome = await verifyPermit(
     options(t, token, {
-      permitExists: async (c) => {
+      permitStatus: async (c) => {
         seen.push(c.jti);
-        return false;
+        return 'unknown';
       },
     }),
   );
   refusal(t, outcome, 'PERMIT_NOT_FOUND', 'not found');
   t.same(seen, [claims.jti], 'asked about this permit');
 
-  outcome = await verifyPermit(options(t, token, { permitExists: async () => true }));
+  // Recorded as used or revoked: refused before the store is asked, so a store that lost the fact cannot re-open it.
+  const recorded = await issue();
+  refusal(t, await verifyPermit(options(t, recorded.token, { permitStatus: async () => 'consumed' })), 'PERMIT_ALREADY_USED', 'recorded as consumed');
+  refusal(t, await verifyPermit(options(t, recorded.token, { permitStatus: async () => 'revoked' })), 'PERMIT_REVOKED', 'recorded as revoked');
+
+  outcome = await verifyPermit(options(t, token, { permitStatus: async () => 'issued' }));
   t.equal(outcome.valid, true, 'found');
 
   outcome = await verifyPermit(
     options(t, (await issue()).token, {
-      permitExists: async () => {
+      permitStatus: async () => {
         throw new Error('database down');
       },
     }),
