@@ -64,16 +64,23 @@ export async function openCheckedStore(options: OpenCheckedStoreOptions): Promis
       settings.durability === 'none'
         ? 'store.durability is none: a Redis crash can lose consumed permits and the records of requests that ran'
         : `store.durability ${settings.durability} cannot be kept: ${check.detail}`;
-    if (options.enforcing && !settings.accept_weaker_durability) {
+    if (settings.accept_weaker_durability) {
+      logger.warn({ durability: settings.durability, topology: topology.kind }, `${gap}; running anyway (accepted by configuration)`);
+      // What cannot be kept is not waited for: writes would otherwise fail as not durable.
+      await store.close();
+      return open('none');
+    }
+    if (options.enforcing) {
       throw new StoreDurabilityError(
         `${gap}. Configure Redis for it (docs/replay-store.md), choose another store.durability, ` +
           'or set store.accept_weaker_durability: true (COUNTERSIGN_ACCEPT_WEAKER_DURABILITY=1) to run anyway.',
       );
     }
-    logger.warn({ durability: settings.durability, topology: topology.kind }, `${gap}; running anyway (accepted by configuration)`);
-    // What cannot be kept is not waited for: writes would otherwise fail as not durable.
-    await store.close();
-    return open('none');
+    // Shadow only: the store keeps asking for the promise, so every use fails as not durable and
+    // is recorded as would-block until Redis can keep it; a route switched to enforce then fails
+    // closed instead of running on a weaker store.
+    logger.warn({ durability: settings.durability, topology: topology.kind }, `${gap}; shadow routes record every use as would-block until it can`);
+    return store;
   } catch (error) {
     await store.close();
     throw error;

@@ -14,6 +14,11 @@ import type { SharedStore } from '../../shared/store/types.js';
 import { permitStoreKey, replayEpochKey, verificationStream } from '../../shared/permits/store-keys.js';
 import { REDIS_NOT_RUN_REASON, deleteKeys, redisUrl, uniquePrefix } from '../helpers/redis.js';
 import { startRedisProcess } from '../helpers/redis-process.js';
+import { Registry } from 'prom-client';
+import { createStoreMetrics } from '../../shared/metrics.js';
+import { DEFAULT_STORE_SETTINGS } from '../../shared/store/config.js';
+import type { StoreSettings } from '../../shared/store/config.js';
+import { openCheckedStore } from '../../shared/store/open.js';
 
 const ORG = 'org_faults';
 const EPOCH_KEY = replayEpochKey(ORG);
@@ -168,4 +173,34 @@ t.test('durability replica without an acknowledgement: the consume is undone and
   t.equal(await plain.countRecords(STREAM), 0, 'the record of the undone consume is gone');
   t.equal(await plain.consumePermit(key('p'), TTL_MS, record('p'), fenced(epoch)), 'consumed', 'the permit is still usable');
   t.equal(await plain.countRecords(STREAM), 1);
+});
+
+t.test('openCheckedStore: refuses to enforce on a store that cannot keep aof, unless accepted; shadow keeps asking', async (t) => {
+  const weak = await startRedisProcess(t, { persistence: 'none' });
+  const strong = await startRedisProcess(t, { persistence: 'aof' });
+  if (!weak || !strong) return;
+  const logger = { warn: () => undefined, info: () => undefined };
+  const open = async (url: string, settings: Partial<StoreSettings>, enforcing: boolean) => {
+    const metrics = createStoreMetrics(new Registry());
+    const store = await openCheckedStore({ settings: { ...DEFAULT_STORE_SETTINGS, ...settings }, redisUrl: url, enforcing, logger, metrics, env: {} });
+    t.teardown(() => store.close());
+    const established = (await metrics.durabilityEstablished.get()).values[0]?.value;
+    return { store, established };
+  };
+
+  await t.rejects(open(weak.url, {}, true), { code: 'STORE_DURABILITY_UNAVAILABLE', message: /appendonly yes/ }, 'enforce on a Redis without AOF: no start');
+  await t.rejects(open(weak.url, { durability: 'none' }, true), { code: 'STORE_DURABILITY_UNAVAILABLE' }, 'none is a weaker store too');
+
+  const accepted = await open(weak.url, { accept_weaker_durability: true }, true);
+  t.equal(accepted.established, 0, 'accepted: the metric shows the gap');
+  const epoch = await accepted.store.ensureEpoch(EPOCH_KEY);
+  t.equal(await accepted.store.consumePermit(key('a'), TTL_MS, record('a'), fenced(epoch)), 'consumed', 'accepted: consumes work');
+
+  const shadow = await open(weak.url, {}, false);
+  t.equal(shadow.established, 0);
+  await t.rejects(shadow.store.consumePermit(key('b'), TTL_MS, record('b'), fenced(epoch)), { code: 'STORE_NOT_DURABLE' }, 'shadow only: every use fails as not durable');
+
+  const kept = await open(strong.url, {}, true);
+  t.equal(kept.established, 1, 'a Redis with appendfsync always keeps aof');
+  t.equal(kept.store.kind, 'redis');
 });
