@@ -58,6 +58,10 @@ export async function openCheckedStore(options: OpenCheckedStoreOptions): Promis
     metrics.durabilityEstablished.set({ mode: settings.durability }, established ? 1 : 0);
     if (established) {
       logger.info({ durability: settings.durability, how: check.detail, topology: topology.kind }, 'shared store durability established');
+      if (topology.kind !== 'single' && settings.durability === 'aof') {
+        // Replication is asynchronous: a promoted replica can lack the last consumes, epoch intact.
+        logger.warn({ topology: topology.kind }, 'store.durability aof does not survive a failover to a replica that missed the last writes; use replica with Sentinel or Cluster');
+      }
       return store;
     }
     const gap =
