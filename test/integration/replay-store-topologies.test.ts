@@ -4,6 +4,10 @@
  * and a Sentinel failover under load accepts no replay and loses no record of a use, and the store
  * recovers by itself. Counts uses and records; the time to recover is printed, never asserted.
  */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import t from 'tap';
 import type { Test } from 'tap';
 import { Cluster } from 'ioredis';
@@ -19,6 +23,7 @@ import {
   startSentinelGroup,
   uniquePrefix,
 } from '../helpers/redis.js';
+import { redisServerBinary } from '../helpers/redis-process.js';
 
 const TTL_MS = 60_000;
 
@@ -74,7 +79,19 @@ function keySlot(key: string): number {
   return crc % 16384;
 }
 
-t.test('Sentinel failover under load (durability replica): no replay accepted, no record of a use lost, recovery without restart', async (t) => {
+/** A fresh, empty redis-server on `port` replicating `primary`; stopped at teardown. */
+async function restartAsReplica(t: Test, port: number, primary: { host: string; port: number }): Promise<void> {
+  const bin = redisServerBinary();
+  if (!bin) throw new Error('redis-server vanished');
+  const dir = mkdtempSync(join(tmpdir(), 'countersign-replica-'));
+  const child = spawn(bin, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--replicaof', primary.host, String(primary.port)], { stdio: 'ignore' });
+  t.teardown(() => {
+    child.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  });
+}
+
+t.test('Sentinel failover under load, primary killed (durability replica): no replay accepted, no record of a use lost, recovery without restart', async (t) => {
   const started = await startSentinelGroup();
   if (!started.ok) {
     t.comment(`Sentinel failover not run: ${started.reason}`);
@@ -105,7 +122,7 @@ t.test('Sentinel failover under load (durability replica): no replay accepted, n
       if (result === 'consumed') {
         uses.set(jti, (uses.get(jti) ?? 0) + 1);
         outcomes.consumed++;
-        // Started after the stall had surely reached the primary: answered by the new primary.
+        // Started after the kill had surely reached the primary: answered by the new primary.
         if (failoverAt !== undefined && recoveredAt === undefined && startedAt > failoverAt + 100) recoveredAt = Date.now();
       }
     } catch {
@@ -121,14 +138,17 @@ t.test('Sentinel failover under load (durability replica): no replay accepted, n
   });
   while (outcomes.consumed < 200) await new Promise((resolve) => setTimeout(resolve, 10));
   failoverAt = Date.now();
-  // A hung primary: it comes back and the sentinels make it a replica of the new one.
-  await failoverSentinelPrimary(group, { how: 'stall', stallSeconds: 5 });
+  // The primary is killed; once the sentinels have promoted the replica, the old node comes back
+  // empty as a replica of the new primary, as its supervisor would restart it. Until then the new
+  // primary has no replica, so durability replica fails every consume closed.
+  const { oldPrimary, newPrimary } = await failoverSentinelPrimary(group, { how: 'shutdown' });
+  await restartAsReplica(t, oldPrimary.port, newPrimary);
   const consumedBefore = outcomes.consumed;
   while (outcomes.consumed < consumedBefore + 200) await new Promise((resolve) => setTimeout(resolve, 10));
   stop = true;
   await Promise.all(workers);
 
-  t.comment(`recovered ${recoveredAt! - failoverAt} ms after the primary hung; ${outcomes.failed} consumes failed closed meanwhile`);
+  t.comment(`recovered ${recoveredAt! - failoverAt} ms after the primary was killed; ${outcomes.failed} consumes failed closed meanwhile`);
   t.equal([...uses.values()].filter((count) => count > 1).length, 0, 'no permit was accepted twice');
   // Every accepted use has its record on the new primary.
   const records = await gate.readRecords(verificationStream(org), '0', 100_000);
