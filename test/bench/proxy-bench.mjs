@@ -14,6 +14,13 @@
  *                          (`dispatch`, what proxy/forward.ts does)
  *   countersign enforce    the proxy's enforced route, a fresh permit per request
  *   naive gate             jose jwtVerify + Redis SET NX + the classic http-proxy, fresh permits too
+ *   durability none, aof (disk), replica
+ *                          the enforced route again, once per store durability mode, each with its
+ *                          own proxy and redis-server process(es): none on a Redis without
+ *                          persistence; aof with appendfsync always, its AOF on disk (os.tmpdir());
+ *                          replica on a primary with one replica attached. Printed after the other
+ *                          rows with each mode's cost against none (durability-bench.mjs); run
+ *                          alone with BENCH_ONLY=durability (`only: 'durability'`)
  *
  * Permits are minted beforehand with POST /v1/evaluate, one per request, each batch just before
  * the runs that spend it (they live at most 300 s). A gated closed loop needs as many permits as
@@ -26,6 +33,7 @@
  * @example
  *   const { ok } = await runProxyBench({ databaseUrl, redisUrl, seconds: 5, warmupSeconds: 1,
  *     connections: 32, rate: 1000, soakSeconds: 0, soakRate: 500, log: console.log, signal });
+ *   await runProxyBench({ ...sameOptions, only: 'durability' }); // the durability rows alone
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -40,6 +48,7 @@ import {
 } from './proxy-processes.mjs';
 import { authorityYaml, createBenchDatabase, describeExit, machineTimes } from './bench-common.mjs';
 import { report } from './proxy-report.mjs';
+import { reportDurability, runDurabilityRows, startDurabilitySetups } from './durability-bench.mjs';
 import { localStorePids, mintPermitRequests, PERMIT_HEADER, proxyYaml, setUpOrganization } from './proxy-setup.mjs';
 import { runSoak } from './proxy-soak.mjs';
 
@@ -199,13 +208,16 @@ async function upstreamStats(upstream) {
 
 /**
  * Runs the whole benchmark on `databaseUrl` (a server where a database may be created) and
- * `redisUrl`; resolves `{ ok }`. Throws when it could not run at all.
+ * `redisUrl`; resolves `{ ok }`. Throws when it could not run at all. `only: 'durability'` runs the
+ * durability rows alone, with the authority and the upstream they need.
  */
 export async function runProxyBench(options) {
   const { log, signal, redisUrl } = options;
+  const durabilityOnly = options.only === 'durability';
   if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` (npm run bench does it first)');
   const database = await createBenchDatabase(options.databaseUrl, 'countersign_proxybench');
   const dir = await mkdtemp(join(tmpdir(), 'countersign-proxybench-'));
+  let durabilitySetups;
   try {
     // Given rather than generated, so the first start writes no key file; never printed.
     const bootstrapKey = `ask_live_${randomBytes(24).toString('hex')}`;
@@ -215,59 +227,78 @@ export async function runProxyBench(options) {
     const keyFile = join(dir, 'proxy.key');
     const org = await setUpOrganization(authority.url, bootstrapKey, keyFile);
     const upstream = await startBenchServer('upstream', { body: UPSTREAM_BODY });
-    const nginxBinary = findNginx();
-    // nginx is the yardstick, not the subject: one that will not start is reported and skipped.
-    const nginx = nginxBinary
-      ? await startNginx({ binary: nginxBinary, dir, upstreamUrl: upstream.url }).catch((error) => {
-          log(`nginx: ${nginxBinary} did not start, skipped: ${error.message}`);
-          return null;
-        })
-      : null;
-    const proxy = await startCountersignProxy({
-      dir, redisUrl, cpuProfileDir: options.cpuProfileDir,
-      yaml: proxyYaml({ upstream: upstream.url, authority: authority.url, keyFile, organization: org.id }),
-    });
-    const servers = {
-      upstream, nginx, proxy, authority,
-      httpProxy3: await startBenchServer('http-proxy-3', { upstream: upstream.url }),
-      undici: await startBenchServer('undici', { upstream: upstream.url }),
-      undiciDispatch: await startBenchServer('undici-dispatch', { upstream: upstream.url }),
-      naive: await startBenchServer('naive', {
-        upstream: upstream.url, authority: authority.url, apiKey: org.proxyKey, redisUrl, issuer: 'countersign', audience: 'countersign:gate', permitHeader: PERMIT_HEADER,
-      }),
-    };
-    const idleRss = rssBytes(proxy.pid);
+    const servers = durabilityOnly ? null : await startServers({ options, dir, redisUrl, upstream, authority, keyFile, org, log });
+    // Every mode's Redis and proxy now, so a mode that cannot run fails before anything is measured.
+    durabilitySetups = await startDurabilitySetups({ upstream, authority, keyFile, orgId: org.id, log });
+    const idleRss = servers && rssBytes(servers.proxy.pid);
     log(`machine: ${availableParallelism()} cores, node ${process.version}; ` +
-      `${nginx ? `nginx ${nginxVersion(nginxBinary)}` : nginxBinary ? 'nginx skipped' : 'nginx: not installed, skipped'}; every server, the authority and the load generator are separate processes; ` +
+      `${servers ? `${servers.nginxNote}; ` : ''}every server, the authority and the load generator are separate processes; ` +
       `${options.connections} connections closed loop, ${options.rate}/s open loop; ${options.warmupSeconds} s warm-up + ${options.seconds} s per run`);
 
-    const measure = createMeasure({ upstream, authority, storePids: await localStorePids(redisUrl, options.databaseUrl), options });
+    const measureWith = (storePids) => createMeasure({ upstream, authority, storePids, options });
+    const measure = measureWith(await localStorePids(redisUrl, options.databaseUrl));
     const mint = async (tag, count) => {
       const started = performance.now();
       const requests = await mintPermitRequests(authority.url, bootstrapKey, tag.replaceAll(' ', '-'), count, signal);
       log(`  minted ${count} permits for "${tag}" in ${((performance.now() - started) / 1000).toFixed(1)} s (POST /v1/evaluate)`);
       return requests;
     };
-    const { rows, extra } = await runScenarios({ servers, measure, mint, options, log });
-    const soak = options.soakSeconds > 0 ? await runSoak({ proxy, measure, mint, options, log }) : null;
+    const { rows, extra } = servers ? await runScenarios({ servers, measure, mint, options, log }) : { rows: { closed: {}, open: {} }, extra: { gatedOk: 0, probes: [] } };
+    const durability = await runDurabilityRows({
+      setups: durabilitySetups.setups, measureWith, gatedClosedLoop, mint, pgPids: await localStorePids(undefined, options.databaseUrl),
+      passThroughRate: rows.closed['countersign pass-through']?.perSecond, options, log,
+    });
+    await durabilitySetups.stop();
+    extra.gatedOk += durability.gatedOk;
+    const soak = servers && options.soakSeconds > 0 ? await runSoak({ proxy: servers.proxy, measure, mint, options, log }) : null;
     if (soak) extra.gatedOk += soak.ok;
 
     const stats = await upstreamStats(upstream);
     const problems = [];
     if (stats.echo !== extra.gatedOk) problems.push(`${stats.echo} gated requests reached the upstream, ${extra.gatedOk} were answered 200`);
     if (stats.echoDistinct !== stats.echo) problems.push(`${stats.echo - stats.echoDistinct} gated requests reached the upstream with a permit already used`);
-    const errors = [...Object.values(rows.closed), ...Object.values(rows.open), ...extra.probes].reduce((sum, row) => sum + row.errors, 0) + (soak?.errors ?? 0);
+    const errors = [...Object.values(rows.closed), ...Object.values(rows.open), ...extra.probes].reduce((sum, row) => sum + row.errors, 0) + (soak?.errors ?? 0) + durability.errors;
 
-    const proxyExit = await proxy.stop();
-    report(log, { rows, rss: { idle: idleRss, ...extra.rss }, soak, nginx: Boolean(nginx), rate: options.rate, probes: extra.probes });
+    const proxyExit = servers ? await servers.proxy.stop() : { code: 0 };
+    if (servers) report(log, { rows, rss: { idle: idleRss, ...extra.rss }, soak, nginx: Boolean(servers.nginx), rate: options.rate, probes: extra.probes });
+    const enforce = { closed: rows.closed['countersign enforce'], open: rows.open['countersign enforce'] };
+    reportDurability(log, durability, { rate: options.rate, enforce });
+    log('');
     if (problems.length === 0) log(`upstream: ${stats.echo} gated requests arrived, each permit once, as many as were answered 200`);
     for (const problem of problems) log(`upstream check failed: ${problem}`);
-    if (proxyExit.code !== 0) log(`the proxy did not exit cleanly on SIGTERM (${describeExit(proxyExit)}):\n${proxy.output()}`);
-    if (options.cpuProfileDir) log(`proxy CPU profile (proxy.cpuprofile, open in Chrome DevTools): ${resolve(options.cpuProfileDir)}`);
+    if (proxyExit.code !== 0) log(`the proxy did not exit cleanly on SIGTERM (${describeExit(proxyExit)}):\n${servers.proxy.output()}`);
+    if (options.cpuProfileDir && servers) log(`proxy CPU profile (proxy.cpuprofile, open in Chrome DevTools): ${resolve(options.cpuProfileDir)}`);
     return { ok: errors === 0 && problems.length === 0 };
   } finally {
+    await durabilitySetups?.stop().catch((error) => log(`could not stop the durability rows' servers: ${error.message}`));
     await stopAll();
     await database.drop().catch((error) => log(`could not drop the bench database: ${error.message}`));
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/** The servers of the rows before the durability rows: nginx when it starts, the proxy, the engines, the naive gate. */
+async function startServers({ options, dir, redisUrl, upstream, authority, keyFile, org, log }) {
+  const nginxBinary = findNginx();
+  // nginx is the yardstick, not the subject: one that will not start is reported and skipped.
+  const nginx = nginxBinary
+    ? await startNginx({ binary: nginxBinary, dir, upstreamUrl: upstream.url }).catch((error) => {
+        log(`nginx: ${nginxBinary} did not start, skipped: ${error.message}`);
+        return null;
+      })
+    : null;
+  const proxy = await startCountersignProxy({
+    dir, redisUrl, cpuProfileDir: options.cpuProfileDir,
+    yaml: proxyYaml({ upstream: upstream.url, authority: authority.url, keyFile, organization: org.id }),
+  });
+  return {
+    upstream, nginx, proxy, authority,
+    nginxNote: nginx ? `nginx ${nginxVersion(nginxBinary)}` : nginxBinary ? 'nginx skipped' : 'nginx: not installed, skipped',
+    httpProxy3: await startBenchServer('http-proxy-3', { upstream: upstream.url }),
+    undici: await startBenchServer('undici', { upstream: upstream.url }),
+    undiciDispatch: await startBenchServer('undici-dispatch', { upstream: upstream.url }),
+    naive: await startBenchServer('naive', {
+      upstream: upstream.url, authority: authority.url, apiKey: org.proxyKey, redisUrl, issuer: 'countersign', audience: 'countersign:gate', permitHeader: PERMIT_HEADER,
+    }),
+  };
 }

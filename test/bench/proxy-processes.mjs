@@ -49,8 +49,11 @@ process.on('exit', () => {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** A child whose last output lines are kept, whose exit is a promise, and that `stop()` ends. */
-function track(name, child, { stopSignal = 'SIGTERM' } = {}) {
+/**
+ * A child whose last output lines are kept, whose exit is a promise, and that `stop()` ends;
+ * `stopAll()` and the bench's exit stop it too.
+ */
+export function track(name, child, { stopSignal = 'SIGTERM' } = {}) {
   const lines = [];
   const keep = (chunk) => {
     for (const line of String(chunk).split('\n')) {
@@ -138,9 +141,10 @@ export async function startAuthority({ databaseUrl, redisUrl, dir, bootstrapKey,
 /**
  * `countersign proxy --config <file>`; ready once /readyz says its keys and Redis are there. `cli`
  * may name another build's dist/bin/countersign.js and `nodeOptions` other Node flags, to compare a
- * change with the current one (proxy-compare.mjs).
+ * change with the current one (proxy-compare.mjs). `env` adds variables (the durability rows set
+ * COUNTERSIGN_STORE_DURABILITY); `name` names it in errors.
  */
-export async function startCountersignProxy({ dir, redisUrl, yaml, cpuProfileDir, cli = CLI, nodeOptions }) {
+export async function startCountersignProxy({ dir, redisUrl, yaml, cpuProfileDir, cli = CLI, nodeOptions, env = {}, name = 'the Countersign proxy' }) {
   const configFile = join(dir, 'proxy.yaml');
   const [port, adminPort] = [await freePort(), await freePort()];
   await writeFile(configFile, yaml({ listen: `127.0.0.1:${port}`, adminListen: `127.0.0.1:${adminPort}` }));
@@ -150,10 +154,10 @@ export async function startCountersignProxy({ dir, redisUrl, yaml, cpuProfileDir
     // The proxy runs with the Node flags its container gets (PROXY_NODE_OPTIONS: a small young
     // generation keeps the sidecar's RSS down at no measurable CPU cost); BENCH_PROXY_NODE_OPTIONS
     // replaces them, to measure another setting.
-    env: { PATH: process.env.PATH, REDIS_URL: redisUrl, COUNTERSIGN_LOG_LEVEL: 'warn', NODE_OPTIONS: nodeOptions ?? process.env.BENCH_PROXY_NODE_OPTIONS ?? PROXY_NODE_OPTIONS },
+    env: { PATH: process.env.PATH, REDIS_URL: redisUrl, COUNTERSIGN_LOG_LEVEL: 'warn', NODE_OPTIONS: nodeOptions ?? process.env.BENCH_PROXY_NODE_OPTIONS ?? PROXY_NODE_OPTIONS, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  const proc = track('the Countersign proxy', child);
+  const proc = track(name, child);
   child.stdout.on('data', proc.keep);
   proc.url = `http://127.0.0.1:${port}`;
   proc.adminUrl = `http://127.0.0.1:${adminPort}`;

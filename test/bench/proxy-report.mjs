@@ -26,9 +26,9 @@ const mb = (bytes) => `${fmt(bytes / 2 ** 20, 1)} MB`;
 const verdict = (pass) => (pass ? 'PASS' : 'MISS');
 
 /** The measured server's CPU per request in µs: steadier than throughput when the machine is shared. */
-const perRequest = (row) => (row.cpu.server * 1e4) / row.perSecond;
+export const perRequest = (row) => (row.cpu.server * 1e4) / row.perSecond;
 
-function table(rows) {
+export function table(rows) {
   const header = ['scenario', 'load', 'requests', 'per s', 'p50 ms', 'p99 ms', 'errors', 'server µs/req', 'server cpu', 'upstream cpu', 'authority cpu', 'redis+pg cpu', 'gen cpu', 'other cpu', 'machine busy'];
   const cells = rows.map((r) => [
     r.name, r.load, String(r.requests), fmt(r.perSecond, 0), fmt(r.p50, 2), fmt(r.p99, 2), String(r.errors),

@@ -33,11 +33,12 @@ const isLoopback = (url) => ['127.0.0.1', 'localhost', '[::1]'].includes(new URL
 /**
  * The process ids of Redis and of the Postgres server (its postmaster: the backends are its
  * children) when they run on this machine, so the bench can say how much CPU they used; an empty
- * list when they are elsewhere or cannot be found (only the figure is then missing).
+ * list when they are elsewhere or cannot be found (only the figure is then missing). Without
+ * `redisUrl`, Postgres's only.
  */
 export async function localStorePids(redisUrl, adminUrl) {
   const pids = [];
-  if (isLoopback(redisUrl)) {
+  if (redisUrl && isLoopback(redisUrl)) {
     const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 0 });
     try {
       await redis.connect();

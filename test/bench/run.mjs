@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
  * `npm run bench`: the evaluate benchmark (test/bench/evaluate-bench.mjs), then the proxy
- * benchmark (test/bench/proxy-bench.mjs), on real Postgres and Redis. Starts throwaway servers the
+ * benchmark (test/bench/proxy-bench.mjs, its durability rows from durability-bench.mjs last), on
+ * real Postgres and Redis. Starts throwaway servers the
  * way `npm test` does (test/support/servers.mjs), or uses DATABASE_URL / REDIS_URL when they are
  * set (a database is created on that server for each benchmark and dropped after). Exits 0 when
  * the benchmarks ran without errors, whatever the figures; 1 when one could not run or a request
@@ -16,9 +17,14 @@
  *                         (npm test's server runs without them)
  *   BENCH_CPU_PROFILE=DIR write CPU profiles into DIR (node --cpu-prof): the authority child of
  *                         the evaluate bench, the proxy child of the proxy bench
- *   BENCH_ONLY            evaluate | proxy: run only that benchmark (default: both)
+ *   BENCH_ONLY            evaluate | proxy | durability: run only that benchmark (default: evaluate
+ *                         and proxy); durability = the proxy bench's durability rows alone (the
+ *                         enforced route with store durability none, aof on disk, replica; each
+ *                         mode on its own redis-server processes, started here from PATH or
+ *                         /usr/bin even when REDIS_URL is set), with the authority they need
  *   BENCH_PROXY_CONNECTIONS  proxy bench: closed-loop connections, default 32
- *   BENCH_PROXY_RATE      proxy bench: open-loop requests per second, default 1000
+ *   BENCH_PROXY_RATE      proxy bench: open-loop requests per second, default 1000 (the durability
+ *                         rows' open loop too)
  *   BENCH_SOAK_SECONDS    proxy bench: an enforced open-loop soak this long for the proxy's memory,
  *                         default 0 (none); 300 is the 5-minute check
  *   BENCH_SOAK_RATE       proxy bench: the soak's requests per second, default 500
@@ -27,6 +33,7 @@
  *   npm run bench
  *   BENCH_SECONDS=10 BENCH_DURABLE=1 npm run bench
  *   BENCH_ONLY=proxy BENCH_SOAK_SECONDS=300 npm run bench
+ *   BENCH_ONLY=durability npm run bench
  */
 import { startPostgres, startRedis, stopServers } from '../support/servers.mjs';
 import { setting } from './bench-common.mjs';
@@ -56,12 +63,14 @@ const BENCHES = {
   evaluate: (options) => runEvaluateBench(options),
   // The proxy bench's open loop has its own rate: the targets are stated at 1,000 requests/s.
   proxy: (options) => runProxyBench({ ...options, rate: options.proxyRate }),
+  // The proxy bench's durability rows alone (the full proxy bench runs them too).
+  durability: (options) => runProxyBench({ ...options, rate: options.proxyRate, only: 'durability' }),
 };
 
-/** The benchmarks BENCH_ONLY names, or all of them. */
+/** The benchmarks BENCH_ONLY names, or all of them (evaluate and proxy: proxy includes durability). */
 function selectedBenches() {
   const only = process.env.BENCH_ONLY;
-  if (only === undefined || only === '') return Object.keys(BENCHES);
+  if (only === undefined || only === '') return ['evaluate', 'proxy'];
   if (!Object.hasOwn(BENCHES, only)) throw new Error(`BENCH_ONLY=${only}: expected one of ${Object.keys(BENCHES).join(', ')}`);
   return [only];
 }
