@@ -16,13 +16,8 @@ import { spawn } from 'node:child_process';
 import { realpathSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import {
-  startPostgres as startPostgresServer,
-  startRedis as startRedisServer,
-  startRedisCluster as startRedisClusterServers,
-  startRedisSentinel as startRedisSentinelServers,
-  stopServers,
-} from './support/servers.mjs';
+import { startRedisCluster as startRedisClusterServers, startRedisSentinel as startRedisSentinelServers } from './support/redis-topologies.mjs';
+import { startPostgres as startPostgresServer, startRedis as startRedisServer, stopServers } from './support/servers.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 

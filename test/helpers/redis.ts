@@ -15,8 +15,8 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster, Redis } from 'ioredis';
-import { startRedisSentinel } from '../support/servers.mjs';
-import type { RedisNodeProcess } from '../support/servers.mjs';
+import { startRedisSentinel } from '../support/redis-topologies.mjs';
+import type { RedisNodeProcess } from '../support/redis-topologies.mjs';
 
 /** Why Redis-backed tests did not run; printed with a comment instead of a silent skip. */
 export const REDIS_NOT_RUN_REASON =
