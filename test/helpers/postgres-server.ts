@@ -2,8 +2,7 @@
  * A Postgres server of one test's own, which the test may stop and start again: the fault suites
  * take the database away from a running authority. It is never the server of DATABASE_URL (other
  * test files share that one), always a throwaway started here from the installed binaries, on a
- * free loopback port in a temp folder, with the same mechanics as test/support/servers.mjs
- * (which a TypeScript test cannot import: it has no types).
+ * free loopback port in a temp folder, with the binaries and user test/support/servers.mjs finds.
  *
  * @example
  *   const outcome = await startDedicatedPostgres();
@@ -11,12 +10,12 @@
  *   else { t.teardown(() => outcome.server.close()); await outcome.server.stop(); await outcome.server.start(); }
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chownSync, createWriteStream, existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { chownSync, createWriteStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { delimiter, dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { once } from 'node:events';
 import pg from 'pg';
+import { findPostgresBin, freePort, systemUser } from '../support/servers.mjs';
 
 export interface DedicatedPostgres {
   /** `postgres://postgres@127.0.0.1:<port>/postgres`; the same across stop and start. */
@@ -32,46 +31,6 @@ export interface DedicatedPostgres {
 export type DedicatedPostgresOutcome = { ok: true; server: DedicatedPostgres } | { ok: false; reason: string };
 
 const READY_TIMEOUT_MS = 60_000;
-
-function postgresBin(): string | undefined {
-  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
-    const initdb = dir && join(dir, 'initdb');
-    if (initdb && existsSync(initdb)) {
-      const real = dirname(realpathSync(initdb));
-      if (existsSync(join(real, 'postgres'))) return real;
-    }
-  }
-  const base = '/usr/lib/postgresql';
-  if (!existsSync(base)) return undefined;
-  const version = readdirSync(base)
-    .filter((v) => existsSync(join(base, v, 'bin', 'initdb')) && existsSync(join(base, v, 'bin', 'postgres')))
-    .sort((a, b) => Number.parseFloat(b) - Number.parseFloat(a))[0];
-  return version === undefined ? undefined : join(base, version, 'bin');
-}
-
-/** Postgres refuses to run as root: then it runs as the `postgres` system user. */
-function postgresUser(): { uid: number; gid: number } | undefined {
-  try {
-    for (const line of readFileSync('/etc/passwd', 'utf8').split('\n')) {
-      const [user, , uid, gid] = line.split(':');
-      if (user === 'postgres') return { uid: Number(uid), gid: Number(gid) };
-    }
-  } catch {
-    // no /etc/passwd
-  }
-  return undefined;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 async function answers(url: string): Promise<boolean> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2_000 });
@@ -89,9 +48,9 @@ async function answers(url: string): Promise<boolean> {
 
 /** Starts a dedicated Postgres, or says why it cannot (no binaries, nobody to run it as). */
 export async function startDedicatedPostgres(): Promise<DedicatedPostgresOutcome> {
-  const bin = postgresBin();
+  const bin = findPostgresBin();
   if (!bin) return { ok: false, reason: 'no Postgres server binaries (initdb, postgres) on PATH or under /usr/lib/postgresql/*/bin' };
-  const user = process.getuid?.() === 0 ? postgresUser() : undefined;
+  const user = process.getuid?.() === 0 ? systemUser('postgres') : undefined;
   if (process.getuid?.() === 0 && !user) return { ok: false, reason: 'running as root and there is no `postgres` system user to run Postgres as' };
 
   const dir = mkdtempSync(join(tmpdir(), 'countersign-pg-fault-'));

@@ -8,4 +8,8 @@ export type NotStarted =
   | { ok: false; failed: true; reason: string; logTail: string };
 
 export function freePort(): Promise<number>;
+/** The folder holding both initdb and postgres, or undefined when not installed. */
+export function findPostgresBin(): string | undefined;
+/** uid, gid and home of a system user, from /etc/passwd. */
+export function systemUser(name: string): { uid: number; gid: number; home: string } | undefined;
 export function stopServers(): Promise<void>;

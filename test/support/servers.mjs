@@ -46,7 +46,7 @@ export function findOnPath(name) {
 }
 
 /** The bin folder holding both initdb and postgres, so their versions match. */
-function findPostgresBin() {
+export function findPostgresBin() {
   const onPath = findOnPath('initdb');
   if (onPath) {
     const dir = dirname(realpathSync(onPath));
@@ -73,7 +73,7 @@ export function freePort() {
 }
 
 /** uid/gid of a system user, from /etc/passwd (no getent needed). */
-function systemUser(name) {
+export function systemUser(name) {
   try {
     for (const line of readFileSync('/etc/passwd', 'utf8').split('\n')) {
       const [user, , uid, gid, , home] = line.split(':');
