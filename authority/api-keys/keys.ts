@@ -21,6 +21,8 @@ export interface ApiKey {
   scopes: Scope[];
   allowedCidrs: string[] | null;
   createdBy: string;
+  /** The identity the key acts for: `user:<sub>`, or the root key's `api_key:<id>` (itself when it is a root). */
+  owner: string;
   createdAt: Date;
   lastUsedAt: Date | null;
   expiresAt: Date | null;
@@ -36,6 +38,7 @@ interface ApiKeyRow {
   scopes: string[];
   allowed_cidrs: string[] | null;
   created_by: string;
+  owner: string;
   created_at: Date;
   last_used_at: Date | null;
   expires_at: Date | null;
@@ -43,7 +46,7 @@ interface ApiKeyRow {
 }
 
 const COLUMNS =
-  'id, org_id, name, key_hash, display_prefix, scopes, allowed_cidrs, created_by, created_at, last_used_at, expires_at, revoked_at';
+  'id, org_id, name, key_hash, display_prefix, scopes, allowed_cidrs, created_by, owner, created_at, last_used_at, expires_at, revoked_at';
 
 const fromRow = (row: ApiKeyRow): ApiKey => ({
   id: row.id,
@@ -53,6 +56,7 @@ const fromRow = (row: ApiKeyRow): ApiKey => ({
   scopes: row.scopes as Scope[],
   allowedCidrs: row.allowed_cidrs,
   createdBy: row.created_by,
+  owner: row.owner,
   createdAt: row.created_at,
   lastUsedAt: row.last_used_at,
   expiresAt: row.expires_at,
@@ -67,6 +71,11 @@ export interface NewApiKey {
   expiresAt?: Date | undefined;
   /** Who created it, for the record: `cli`, `bootstrap`, `api_key:<id>`, `user:<id>`. */
   createdBy: string;
+  /**
+   * The identity the new key acts for (the creating user, or the creating key's owner); absent for
+   * keys made outside the API (bootstrap, CLI), which are their own root.
+   */
+  owner?: string | undefined;
   /** A secret chosen by the operator (COUNTERSIGN_BOOTSTRAP_KEY); generated when absent. */
   secret?: string | undefined;
 }
@@ -80,11 +89,12 @@ export async function createApiKey(db: Queryable, input: NewApiKey, clock: Clock
   if (!isApiKeySecret(secret)) {
     throw new InvalidSecretError('an API key must look like ask_live_<32 or more letters and digits> (or ask_test_…)');
   }
+  const id = randomUUID();
   const rows = await db.query<ApiKeyRow>(
-    `INSERT INTO api_keys (id, org_id, name, key_hash, display_prefix, scopes, allowed_cidrs, created_by, created_at, expires_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING ${COLUMNS}`,
+    `INSERT INTO api_keys (id, org_id, name, key_hash, display_prefix, scopes, allowed_cidrs, created_by, created_at, expires_at, owner)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING ${COLUMNS}`,
     [
-      randomUUID(),
+      id,
       input.org.id,
       input.name,
       hashApiKeySecret(secret),
@@ -94,6 +104,7 @@ export async function createApiKey(db: Queryable, input: NewApiKey, clock: Clock
       input.createdBy,
       new Date(clock.now()),
       input.expiresAt ?? null,
+      input.owner ?? `api_key:${id}`,
     ],
   );
   return { key: fromRow(rows[0] as ApiKeyRow), secret };
@@ -102,6 +113,12 @@ export async function createApiKey(db: Queryable, input: NewApiKey, clock: Clock
 export async function listApiKeys(db: Queryable, orgId: string): Promise<ApiKey[]> {
   const rows = await db.query<ApiKeyRow>(`SELECT ${COLUMNS} FROM api_keys WHERE org_id = $1 ORDER BY created_at, id`, [orgId]);
   return rows.map(fromRow);
+}
+
+/** One key of `orgId`, whatever its state; null when that organization has no such key. */
+export async function getApiKey(db: Queryable, orgId: string, id: string): Promise<ApiKey | null> {
+  const rows = await db.query<ApiKeyRow>(`SELECT ${COLUMNS} FROM api_keys WHERE id = $1 AND org_id = $2`, [id, orgId]);
+  return rows[0] ? fromRow(rows[0]) : null;
 }
 
 /** Revokes a key of `orgId`; null when no such key exists in that organization. Idempotent. */
@@ -153,6 +170,7 @@ export function apiKeyToWire(key: ApiKey): ApiKeyRecord {
     scopes: key.scopes,
     allowed_cidrs: key.allowedCidrs,
     created_by: key.createdBy,
+    owner: key.owner,
     created_at: key.createdAt.toISOString(),
     last_used_at: isoOrNull(key.lastUsedAt),
     expires_at: isoOrNull(key.expiresAt),

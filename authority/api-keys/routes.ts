@@ -1,7 +1,10 @@
 /**
  * `POST /v1/api-keys`, `GET /v1/api-keys`, `POST /v1/api-keys/:id/revoke`: scope `keys:write`
- * (role admin holds it). Keys are confined to the caller's organization, and a caller can grant
- * a new key only scopes it holds itself, so `keys:write` alone cannot mint a stronger key.
+ * (role admin holds it). Keys are confined to the caller's organization and never widen
+ * (narrowing.ts): a new key gets only scopes its creator holds, and a key's allowlist and expiry
+ * pass on to the keys it mints. A caller cannot revoke a key holding scopes it lacks, so
+ * `keys:write` alone cannot disable the organization's admin key. A new key's owner is the
+ * creating user, or the creating key's owner (auth/identity.ts).
  */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
@@ -17,7 +20,8 @@ import type { Principal } from '../auth/principal.js';
 import type { Db } from '../store/db.js';
 import type { CredentialCache } from '../auth/credential-cache.js';
 import type { Clock } from '../time.js';
-import { apiKeyToWire, createApiKey, listApiKeys, revokeApiKey } from './keys.js';
+import { apiKeyToWire, createApiKey, getApiKey, listApiKeys, revokeApiKey } from './keys.js';
+import { narrowedLimits, scopesBeyond, type RequestedLimits } from './narrowing.js';
 
 export interface ApiKeyRouteDeps {
   db: Db;
@@ -33,15 +37,26 @@ export function apiKeyRoutes(app: FastifyInstance, { db, clock, credentials }: A
     { config: { access: 'keys:write' }, schema: { body: CreateApiKeyRequest, response: { 201: CreateApiKeyResponse } } },
     async (request, reply) => {
       const principal = request.principal as Principal;
-      const beyond = request.body.scopes.filter((scope) => !principal.permissions.has(scope));
+      const beyond = scopesBeyond(request.body.scopes, principal.permissions);
       if (beyond.length > 0) {
         throw new CountersignError('forbidden', `a key can only be given scopes its creator holds; missing: ${beyond.join(', ')}`);
       }
-      const expiresAt = request.body.expires_at === undefined ? undefined : new Date(request.body.expires_at);
-      if (expiresAt !== undefined && expiresAt.getTime() <= clock.now()) {
+      const requestedExpiry = request.body.expires_at === undefined ? undefined : new Date(request.body.expires_at);
+      if (requestedExpiry !== undefined && requestedExpiry.getTime() <= clock.now()) {
         throw new CountersignError('invalid_request', 'expires_at must be in the future', {
           details: [{ path: 'expires_at', message: 'must be in the future' }],
         });
+      }
+      let limits: RequestedLimits = { allowedCidrs: request.body.allowed_cidrs, expiresAt: requestedExpiry };
+      let owner: string;
+      if (principal.kind === 'api_key') {
+        // The stored row, not the cached principal: its limits and owner are what the key has now.
+        const parent = await getApiKey(db, principal.org.id, principal.keyId);
+        if (!parent) throw new CountersignError('forbidden', 'the creating API key is no longer on record');
+        limits = narrowedLimits(parent, limits);
+        owner = parent.owner;
+      } else {
+        owner = `user:${principal.userId}`;
       }
       const { key, secret } = await createApiKey(
         db,
@@ -49,9 +64,10 @@ export function apiKeyRoutes(app: FastifyInstance, { db, clock, credentials }: A
           org: principal.org,
           name: request.body.name,
           scopes: request.body.scopes,
-          allowedCidrs: request.body.allowed_cidrs,
-          expiresAt,
+          allowedCidrs: limits.allowedCidrs,
+          expiresAt: limits.expiresAt,
           createdBy: principal.credential,
+          owner,
         },
         clock,
       );
@@ -74,6 +90,13 @@ export function apiKeyRoutes(app: FastifyInstance, { db, clock, credentials }: A
     { config: { access: 'keys:write' }, schema: { params: ApiKeyIdParams, response: { 200: RevokeApiKeyResponse } } },
     async (request) => {
       const principal = request.principal as Principal;
+      const target = await getApiKey(db, principal.org.id, request.params.id);
+      if (!target) throw new CountersignError('not_found', 'no such API key in this organization');
+      // Revoking is a power over the key: a narrower credential must not switch off a wider one.
+      const beyond = scopesBeyond(target.scopes, principal.permissions);
+      if (beyond.length > 0) {
+        throw new CountersignError('forbidden', `a key holding scopes this credential lacks cannot be revoked by it; missing: ${beyond.join(', ')}`);
+      }
       const key = await revokeApiKey(db, principal.org.id, request.params.id, clock);
       // The change notice reaches this process a moment later; the caller's next request must not.
       credentials.invalidate();

@@ -15,6 +15,7 @@
 import { CountersignError } from '../../shared/errors.js';
 import type { ApprovalRecord } from '../../shared/wire/approvals.js';
 import { appendAuditEvents } from '../audit/chain.js';
+import { identityOf, identityOfCredential } from '../auth/identity.js';
 import type { Principal } from '../auth/principal.js';
 import type { PagePosition } from '../http/page-cursor.js';
 import type { Db, Queryable } from '../store/db.js';
@@ -40,6 +41,8 @@ export interface ApprovalRequest {
   resolvedBy: string | null;
   note: string | null;
   usedByPermitId: string | null;
+  /** The identity that asked for the held action (auth/identity.ts): it may not resolve it. */
+  requestedBy: string;
 }
 
 interface ApprovalRow {
@@ -59,6 +62,7 @@ interface ApprovalRow {
   resolved_by: string | null;
   note: string | null;
   used_by_permit_id: string | null;
+  requested_by: string;
 }
 
 const SELECT = `SELECT r.*, u.permit_id AS used_by_permit_id FROM approval_requests r LEFT JOIN approval_uses u ON u.approval_id = r.id::text`;
@@ -80,6 +84,7 @@ const fromRow = (row: ApprovalRow): ApprovalRequest => ({
   resolvedBy: row.resolved_by,
   note: row.note,
   usedByPermitId: row.used_by_permit_id,
+  requestedBy: row.requested_by,
 });
 
 /** The status a caller sees: a pending request past its deadline is expired. */
@@ -101,6 +106,7 @@ export function approvalToWire(approval: ApprovalRequest, nowMs: number): Approv
     status: effectiveStatus(approval, nowMs),
     expires_at: approval.expiresAt.toISOString(),
     created_at: approval.createdAt.toISOString(),
+    requested_by: approval.requestedBy,
     resolved_at: isoOrNull(approval.resolvedAt),
     resolved_by: approval.resolvedBy,
     note: approval.note,
@@ -118,13 +124,18 @@ export type NewApprovalRequest = Pick<
   credential: string;
 };
 
-/** Opens an approval request and records `approval.requested`, in the caller's transaction. */
+/**
+ * Opens an approval request and records `approval.requested`, in the caller's transaction. The
+ * requester is recorded as an identity (the credential's owner), so that no key of the same person
+ * can resolve it later.
+ */
 export async function openApprovalRequest(tx: Queryable, input: NewApprovalRequest, now: Date): Promise<void> {
   const expiresAt = new Date(now.getTime() + input.timeoutMs);
+  const requestedBy = await identityOfCredential(tx, input.orgId, input.credential);
   await tx.query(
-    `INSERT INTO approval_requests (id, org_id, evaluation_id, request_id, action_type, actor_id, binding_hash, risk_score, reason_codes, status, expires_at, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11)`,
-    [input.id, input.orgId, input.evaluationId, input.requestId, input.actionType, input.actorId, input.bindingHash, input.riskScore, input.reasonCodes, expiresAt, now],
+    `INSERT INTO approval_requests (id, org_id, evaluation_id, request_id, action_type, actor_id, binding_hash, risk_score, reason_codes, status, expires_at, created_at, requested_by)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, $12)`,
+    [input.id, input.orgId, input.evaluationId, input.requestId, input.actionType, input.actorId, input.bindingHash, input.riskScore, input.reasonCodes, expiresAt, now, requestedBy],
   );
   await appendAuditEvents(
     tx,
@@ -144,6 +155,7 @@ export async function openApprovalRequest(tx: Queryable, input: NewApprovalReque
           evaluation_id: input.evaluationId,
           action_type: input.actionType,
           binding_hash: input.bindingHash,
+          requested_by: requestedBy,
           risk_score: input.riskScore,
           reason_codes: input.reasonCodes,
           expires_at: expiresAt.toISOString(),
@@ -203,7 +215,7 @@ export function isActor(actorId: string, who: string): boolean {
 /**
  * Approves or rejects a pending request, exactly once (row lock), recording `approval.resolved`.
  * 404: not in this organization. 409: already resolved, or expired. 403: the actor the action is
- * for cannot approve it.
+ * for, or the identity that asked for it (any key of the same owner included), cannot resolve it.
  */
 export async function resolveApprovalRequest(
   db: Db,
@@ -214,12 +226,18 @@ export async function resolveApprovalRequest(
 ): Promise<ApprovalRequest> {
   const resolver = resolverOf(principal);
   return db.transaction(async (tx) => {
+    const identity = await identityOf(tx, principal);
     const current = await getApprovalRequest(tx, principal.org.id, id, { lock: true });
     if (!current) throw new CountersignError('not_found', 'no such approval request in this organization');
     const now = new Date(clock.now());
     const status = effectiveStatus(current, now.getTime());
     if (status !== 'pending') throw new CountersignError('conflict', `the approval request is already ${status}`);
     if (isActor(current.actorId, resolver)) throw new CountersignError('forbidden', 'the actor of an action cannot approve it');
+    // Separation of duties: whoever asked for the held action (the same person through another
+    // key included) cannot also be the one who lets it through, nor decide it either way.
+    if (identity === current.requestedBy) {
+      throw new CountersignError('forbidden', `the identity that requested this action (${identity}) cannot resolve its approval request; another person must`);
+    }
     const next: StoredApprovalStatus = resolution.decision === 'approve' ? 'approved' : 'rejected';
     const note = resolution.note ?? null;
     await tx.query('UPDATE approval_requests SET status = $3, resolved_at = $4, resolved_by = $5, note = $6 WHERE org_id = $1 AND id = $2', [

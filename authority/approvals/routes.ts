@@ -7,7 +7,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { CountersignError } from '../../shared/errors.js';
 import { ApprovalIdParams, ApprovalResponse, ListApprovalsQuery, ListApprovalsResponse, ResolveApprovalRequest } from '../../shared/wire/approvals.js';
 import type { Principal } from '../auth/principal.js';
-import { decodePageCursor, encodePageCursor } from '../http/page-cursor.js';
+import { decodePageCursor, encodePageCursor, UUID_ID } from '../http/page-cursor.js';
 import type { Db } from '../store/db.js';
 import type { Clock } from '../time.js';
 import { approvalToWire, getApprovalRequest, listApprovalRequests, resolveApprovalRequest } from './approval-requests.js';
@@ -23,7 +23,7 @@ export function approvalRoutes(app: FastifyInstance, { db, clock }: { db: Db; cl
       const { org } = request.principal as Principal;
       const { status, limit, cursor } = request.query;
       const nowMs = clock.now();
-      const approvals = await listApprovalRequests(db, org.id, { status, limit, before: cursor === undefined ? undefined : decodePageCursor(cursor) }, nowMs);
+      const approvals = await listApprovalRequests(db, org.id, { status, limit, before: cursor === undefined ? undefined : decodePageCursor(cursor, (id) => UUID_ID.test(id)) }, nowMs);
       const last = approvals.at(-1);
       return {
         approvals: approvals.map((approval) => approvalToWire(approval, nowMs)),

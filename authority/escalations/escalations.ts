@@ -20,6 +20,7 @@ import type { EscalationStatus, QuorumTier, VoteDecision } from '../../shared/wi
 import { MAX_APPROVER_POOL, MAX_ESCALATION_TIMEOUT_MS, unrecordableProblem } from '../../shared/wire/escalations.js';
 import { appendAuditEvents } from '../audit/chain.js';
 import type { NewAuditEvent } from '../audit/types.js';
+import { identityOfCredential } from '../auth/identity.js';
 import type { AuthorityConfig } from '../config.js';
 import type { Db, Queryable } from '../store/db.js';
 import type { Clock } from '../time.js';
@@ -64,6 +65,8 @@ export interface NewEscalation {
   metadata?: Record<string, unknown> | undefined;
   /** The credential creating it (`api_key:<id>`, `user:<id>`): it may not vote. */
   createdBy: string;
+  /** The identity behind `createdBy`; looked up from the credential when absent (evaluate's path). */
+  creatorIdentity?: string | undefined;
   requestId?: string | null | undefined;
   /** The action's binding hash when evaluate opens it; null via the API. */
   bindingHash?: string | null | undefined;
@@ -71,10 +74,14 @@ export interface NewEscalation {
   autoApproveBelow?: number | null | undefined;
 }
 
-/** Whoever votes: their credential, and the plain ids that also name them (user id, key id). */
+/**
+ * Whoever votes: their credential, the plain ids that also name them (user id, key id), and the
+ * identity behind the credential (auth/identity.ts), which is what quorums count.
+ */
 export interface Voter {
   credential: string;
   aliases: readonly string[];
+  identity: string;
 }
 
 /** What a change moved the escalation into, in order: for the metrics. */
@@ -139,6 +146,7 @@ export async function createEscalation(tx: Queryable, input: NewEscalation, cloc
     metadata: input.metadata ?? {},
     bindingHash: input.bindingHash ?? null,
     createdBy: input.createdBy,
+    creatorIdentity: input.creatorIdentity ?? (await identityOfCredential(tx, input.orgId, input.createdBy)),
     requestId: input.requestId ?? null,
     resolution: auto ? 'auto_approve' : null,
     outcome: auto ? 'approve' : null,
@@ -232,14 +240,20 @@ export interface VoteInput {
 export type VoteResult =
   | { kind: 'recorded'; escalation: Escalation; record: ApprovalRecord; tally: Tally; transitions: Transitions }
   | { kind: 'not_found' }
-  /** The requester (its agent or the credential that created it) may not vote. */
+  /** The requester (its agent, or the identity that created it through any of its credentials) may not vote. */
   | { kind: 'requester'; transitions: Transitions }
   /** Already final (perhaps by a timeout this very call recorded). */
   | { kind: 'final'; escalation: Escalation; transitions: Transitions }
   | { kind: 'duplicate'; transitions: Transitions };
 
-export function isRequester(escalation: Pick<Escalation, 'agentId' | 'createdBy'>, voter: Voter): boolean {
-  return escalation.createdBy === voter.credential || escalation.agentId === voter.credential || voter.aliases.includes(escalation.agentId);
+export function isRequester(escalation: Pick<Escalation, 'agentId' | 'createdBy' | 'creatorIdentity'>, voter: Voter): boolean {
+  return (
+    escalation.createdBy === voter.credential ||
+    escalation.creatorIdentity === voter.identity ||
+    escalation.agentId === voter.credential ||
+    escalation.agentId === voter.identity ||
+    voter.aliases.includes(escalation.agentId)
+  );
 }
 
 /**
@@ -267,6 +281,7 @@ export async function castVote(db: Db, input: VoteInput, clock: Clock): Promise<
       orgId: locked.orgId,
       tier: timed.escalation.tier,
       userId: input.voter.credential,
+      voterIdentity: input.voter.identity,
       decision: input.decision,
       note: input.note,
       createdAt: now,

@@ -44,6 +44,8 @@ export interface Escalation {
   bindingHash: string | null;
   /** The credential that created it; with `agentId`, the requester who may not vote. */
   createdBy: string;
+  /** The identity behind `createdBy` (auth/identity.ts): none of its keys may vote. */
+  creatorIdentity: string;
   requestId: string | null;
   resolution: EscalationResolution | null;
   outcome: VoteDecision | null;
@@ -56,7 +58,10 @@ export interface ApprovalRecord {
   id: string;
   escalationId: string;
   orgId: string;
+  /** The credential that cast the vote. */
   userId: string;
+  /** The identity behind it: one vote per identity and escalation. */
+  voterIdentity: string;
   decision: VoteDecision;
   note: string | null;
   tier: number;

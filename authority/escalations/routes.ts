@@ -6,7 +6,7 @@
  * as an unknown path does.
  *
  * Another organization's escalation is 404; the requester voting is 403; a vote on a final
- * escalation, or a second vote by the same credential, is 409. A change that cannot be recorded
+ * escalation, or a second vote by the same identity (any credential of the same person), is 409. A change that cannot be recorded
  * in the audit log does not happen: 503 `audit_unavailable`.
  *
  * @example
@@ -26,6 +26,7 @@ import {
   RespondResponse,
 } from '../../shared/wire/escalations.js';
 import { AuditPayloadError } from '../audit/chain.js';
+import { identityOf } from '../auth/identity.js';
 import type { Principal } from '../auth/principal.js';
 import { decodePageCursor, encodePageCursor } from '../http/page-cursor.js';
 import type { AuthorityConfig } from '../config.js';
@@ -60,8 +61,8 @@ function decodeCursor(cursor: string): { createdAt: Date; id: string } {
   return { createdAt: at, id };
 }
 
-function voterOf(principal: Principal): Voter {
-  return { credential: principal.credential, aliases: [principal.kind === 'user' ? principal.userId : principal.keyId] };
+async function voterOf(db: Db, principal: Principal): Promise<Voter> {
+  return { credential: principal.credential, aliases: [principal.kind === 'user' ? principal.userId : principal.keyId], identity: await identityOf(db, principal) };
 }
 
 export function escalationRoutes(app: FastifyInstance, deps: EscalationRouteDeps): void {
@@ -103,7 +104,7 @@ export function escalationRoutes(app: FastifyInstance, deps: EscalationRouteDeps
       const defaultTimeout = deps.config.escalations.default_timeout_ms;
       let escalation: Escalation;
       try {
-        escalation = await deps.db.transaction((tx) =>
+        escalation = await deps.db.transaction(async (tx) =>
           createEscalation(
             tx,
             {
@@ -120,6 +121,7 @@ export function escalationRoutes(app: FastifyInstance, deps: EscalationRouteDeps
               chain: body.escalationChain?.map((tier) => ({ ...tier, timeoutMs: tier.timeoutMs ?? defaultTimeout })),
               metadata: body.metadata,
               createdBy: principal.credential,
+              creatorIdentity: await identityOf(tx, principal),
               requestId: request.id,
               bindingHash: null,
               autoApproveBelow: autoApproveThreshold(deps.config.escalations, principal.org.id),
@@ -187,7 +189,7 @@ export function escalationRoutes(app: FastifyInstance, deps: EscalationRouteDeps
       try {
         result = await castVote(
           deps.db,
-          { orgId: principal.org.id, escalationId: request.params.id, voter: voterOf(principal), decision: request.body.decision, note, requestId: request.id },
+          { orgId: principal.org.id, escalationId: request.params.id, voter: await voterOf(deps.db, principal), decision: request.body.decision, note, requestId: request.id },
           deps.clock,
         );
       } catch (error) {
@@ -198,11 +200,12 @@ export function escalationRoutes(app: FastifyInstance, deps: EscalationRouteDeps
         case 'not_found':
           throw new CountersignError('not_found', 'no such escalation in this organization');
         case 'requester':
-          throw new CountersignError('forbidden', 'the requester of an escalation (its agent, or the credential that created it) cannot vote on it');
+          throw new CountersignError('forbidden', 'the requester of an escalation (its agent, or the identity that created it, through any of its credentials) cannot vote on it');
         case 'final':
           throw new CountersignError('conflict', `the escalation is ${result.escalation.status}; a final escalation takes no more votes`);
         case 'duplicate':
-          throw new CountersignError('conflict', 'this credential has already voted on this escalation');
+          // A quorum counts people: another key of the same owner is the same voter again.
+          throw new CountersignError('conflict', 'this identity has already voted on this escalation (a quorum counts each person once, whichever of their credentials votes)');
         case 'recorded': {
           const { escalation, record, tally } = result;
           request.log.info({ escalation_id: escalation.id, decision: record.decision, status: escalation.status }, 'escalation vote recorded');

@@ -28,6 +28,7 @@ interface EscalationRow {
   metadata: Record<string, unknown>;
   binding_hash: string | null;
   created_by: string;
+  creator_identity: string;
   request_id: string | null;
   resolution: EscalationResolution | null;
   outcome: VoteDecision | null;
@@ -42,6 +43,7 @@ interface VoteRow {
   org_id: string;
   tier: number;
   user_id: string;
+  voter_identity: string;
   decision: VoteDecision;
   note: string | null;
   created_at: Date;
@@ -63,6 +65,7 @@ const fromRow = (row: EscalationRow): Escalation => ({
   metadata: row.metadata,
   bindingHash: row.binding_hash,
   createdBy: row.created_by,
+  creatorIdentity: row.creator_identity,
   requestId: row.request_id,
   resolution: row.resolution,
   outcome: row.outcome,
@@ -77,6 +80,7 @@ const voteFromRow = (row: VoteRow): ApprovalRecord => ({
   orgId: row.org_id,
   tier: row.tier,
   userId: row.user_id,
+  voterIdentity: row.voter_identity,
   decision: row.decision,
   note: row.note,
   createdAt: row.created_at,
@@ -91,13 +95,13 @@ export async function insertEscalation(tx: Queryable, escalation: Escalation): P
   await tx.query(
     `INSERT INTO escalations (id, org_id, status, agent_id, escalation_reason, proposed_action, risk_score, tiers, tier,
        min_approvers, fallback_decision, timeout_at, metadata, binding_hash, created_by, request_id, resolution, outcome,
-       resolved_at, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::jsonb, $9, $10, $11, $12, $13::jsonb, $14, $15, $16, $17, $18, $19, $20, $21)`,
+       resolved_at, created_at, updated_at, creator_identity)
+     VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::jsonb, $9, $10, $11, $12, $13::jsonb, $14, $15, $16, $17, $18, $19, $20, $21, $22)`,
     [
       e.id, e.orgId, e.status, e.agentId, e.escalationReason,
       e.proposedAction === null ? null : JSON.stringify(e.proposedAction), e.riskScore, JSON.stringify(e.tiers), e.tier,
       e.minApprovers, e.fallbackDecision, e.timeoutAt, JSON.stringify(e.metadata), e.bindingHash, e.createdBy, e.requestId,
-      e.resolution, e.outcome, e.resolvedAt, e.createdAt, e.updatedAt,
+      e.resolution, e.outcome, e.resolvedAt, e.createdAt, e.updatedAt, e.creatorIdentity,
     ],
   );
 }
@@ -131,13 +135,16 @@ export async function lockEscalation(tx: Queryable, orgId: string, id: string, o
   return row ? fromRow(row) : null;
 }
 
-/** Inserts the vote; null when this voter has already voted on the escalation. */
+/**
+ * Inserts the vote; null when this credential, or another credential of the same identity, has
+ * already voted on the escalation (either unique index: migrations 0006 and 0011).
+ */
 export async function insertVote(tx: Queryable, vote: ApprovalRecord): Promise<ApprovalRecord | null> {
   const rows = await tx.query<VoteRow>(
-    `INSERT INTO escalation_votes (id, escalation_id, org_id, tier, user_id, decision, note, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-     ON CONFLICT (escalation_id, user_id) DO NOTHING RETURNING *`,
-    [vote.id, vote.escalationId, vote.orgId, vote.tier, vote.userId, vote.decision, vote.note, vote.createdAt],
+    `INSERT INTO escalation_votes (id, escalation_id, org_id, tier, user_id, decision, note, created_at, voter_identity)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+     ON CONFLICT DO NOTHING RETURNING *`,
+    [vote.id, vote.escalationId, vote.orgId, vote.tier, vote.userId, vote.decision, vote.note, vote.createdAt, vote.voterIdentity],
   );
   return rows[0] ? voteFromRow(rows[0]) : null;
 }

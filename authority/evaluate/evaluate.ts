@@ -198,7 +198,7 @@ async function evaluateOnce(
       outcome = await deps.writer.submit(writeFor(response));
     }
   } catch (error) {
-    if (error instanceof DuplicateRequestId) return repeatOf(deps.db, org.id, requestId, print);
+    if (error instanceof DuplicateRequestId) return repeatOf(deps.db, principal, requestId, print);
     if (error instanceof ApprovalAlreadyUsedError) throw error;
     // Facts that no record can hold (a NUL character, say) are the caller's to fix.
     if (error instanceof AuditPayloadError) throw new CountersignError('invalid_request', `the action's facts cannot be recorded: ${error.message}`, { cause: error });
@@ -206,7 +206,7 @@ async function evaluateOnce(
     deps.metrics.auditAppendFailures.inc({ operation: 'evaluate' });
     throw new CountersignError('audit_unavailable', undefined, { cause: error });
   }
-  if (outcome === 'duplicate') return repeatOf(deps.db, org.id, requestId, print);
+  if (outcome === 'duplicate') return repeatOf(deps.db, principal, requestId, print);
 
   deps.metrics.evaluations.inc({ decision: response.decision, mode });
   deps.metrics.evaluateDuration.observe({ decision: response.decision }, Number(process.hrtime.bigint() - started) / 1e9);
@@ -219,14 +219,23 @@ async function evaluateOnce(
   return response;
 }
 
-/** A repeated request_id: the original answer when the request is the same, else 409. */
-async function repeatOf(db: Db, orgId: string, requestId: string, print: string): Promise<EvaluateResponse> {
-  const rows = await db.query<{ response: EvaluateResponse; request_fingerprint: string }>(
-    'SELECT response, request_fingerprint FROM evaluations WHERE org_id = $1 AND request_id = $2',
-    [orgId, requestId],
+/**
+ * A repeated request_id. Idempotency is per credential (DESIGN.md, "Identities and duties"): the
+ * credential that made the request gets its original answer again when the request is the same;
+ * the same request_id from any other credential of the organization is 409, because the stored
+ * answer may carry a live permit token, which only its caller may hold. Different content under
+ * the same request_id is 409 too. Neither refusal says anything about the first request.
+ */
+async function repeatOf(db: Db, principal: Principal, requestId: string, print: string): Promise<EvaluateResponse> {
+  const rows = await db.query<{ response: EvaluateResponse; request_fingerprint: string; credential: string }>(
+    'SELECT response, request_fingerprint, credential FROM evaluations WHERE org_id = $1 AND request_id = $2',
+    [principal.org.id, requestId],
   );
   const row = rows[0];
   if (!row) throw new CountersignError('conflict', 'a concurrent evaluation with this request_id did not complete; retry');
+  if (row.credential !== principal.credential) {
+    throw new CountersignError('conflict', 'request_id was already used by another credential; choose a new request_id');
+  }
   if (row.request_fingerprint !== print) {
     throw new CountersignError('conflict', 'request_id was already used for a different request');
   }

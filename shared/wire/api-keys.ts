@@ -52,6 +52,8 @@ export const ApiKeyRecord = z.object({
   scopes: z.array(z.string()),
   allowed_cidrs: z.array(z.string()).nullable(),
   created_by: z.string(),
+  /** The identity the key acts for: `user:<sub>`, or its root key's `api_key:<id>`. */
+  owner: z.string(),
   created_at: z.string(),
   last_used_at: z.string().nullable(),
   expires_at: z.string().nullable(),

@@ -25,6 +25,8 @@ export const ApprovalRecord = z.object({
   status: z.enum(APPROVAL_STATUSES),
   expires_at: z.string(),
   created_at: z.string(),
+  /** The identity that asked for the held action (`user:<sub>` or a root `api_key:<id>`); it cannot resolve it. */
+  requested_by: z.string(),
   resolved_at: z.string().nullable(),
   resolved_by: z.string().nullable(),
   note: z.string().nullable(),

@@ -391,7 +391,9 @@ for (const backend of appBackends()) {
           payload: { action_type: 'payments.wire', actor_id: 'finance-bot', context: { environment: 'production', amount_usd: 50_000, account_code: 'OPS-001' } },
         });
         const approvalId = held.json().approval_request_id as string;
-        const resolved = await authority.app.inject({ method: 'POST', url: `/v1/approvals/${approvalId}/resolve`, headers, payload: { decision: 'approve' } });
+        // Resolved by another person's credential: the requester may not approve its own action.
+        const approver = { ...headers, authorization: `Bearer ${await authority.key(['approvals:write'])}` };
+        const resolved = await authority.app.inject({ method: 'POST', url: `/v1/approvals/${approvalId}/resolve`, headers: approver, payload: { decision: 'approve' } });
         t.equal(resolved.statusCode, 200);
         // A gate's records reach the audit log through the drain, which writes their deliveries too.
         const gateRecord = (kind: VerificationRecord['kind'], code = '') =>
