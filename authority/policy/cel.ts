@@ -19,9 +19,17 @@
  * @example
  *   const compiled = compileCondition('context.amount_usd > 10000', RULE_ENV);
  *   if (compiled.ok) runCondition(compiled.program, variables); // true | false, or throws
+ *
+ * Bounded evaluation (issue 15): `matches` runs on RE2 (regex.ts) and every condition carries its
+ * worst-case cost (cost.ts); whether an over-budget condition is an error or a deferred refusal
+ * depends on `enforce` (policies being written vs. versions already stored).
  */
 import { Environment } from '@marcbachmann/cel-js';
 import type { ParseResult } from '@marcbachmann/cel-js';
+import type { AstNode } from './cel-ast.js';
+import { estimateCost, meterComprehensions } from './cost.js';
+import { policyLimits } from './limits.js';
+import { MATCHES_RE2, matchesRe2, prepareRegexes } from './regex.js';
 
 export class ActionFacts {
   constructor(readonly type: string) {}
@@ -84,6 +92,8 @@ function baseEnvironment(): Environment {
       .registerVariable('context', 'map')
       .registerVariable('approvals', 'Approvals')
       .registerVariable('now', 'google.protobuf.Timestamp')
+      // `matches` calls are renamed to this before type checking (regex.ts): RE2, not RegExp.
+      .registerFunction(`string.${MATCHES_RE2}(string): bool`, matchesRe2)
   );
 }
 
@@ -93,7 +103,17 @@ export const PRE_RISK_ENV = base.clone();
 /** Rules. */
 export const RULE_ENV = base.clone().registerVariable('risk', 'Risk');
 
-export type ConditionCompilation = { ok: true; program: Program } | { ok: false; message: string; offset: number };
+export type ConditionCompilation =
+  | {
+      ok: true;
+      program: Program;
+      ast: AstNode;
+      /** Worst-case cost under the configured size bounds (limits.ts). */
+      cost: number;
+      /** Set (only when not enforcing) for a condition over budget: it denies instead of running. */
+      refusal: string | null;
+    }
+  | { ok: false; message: string; offset: number };
 
 interface CelErrorShape {
   summary?: unknown;
@@ -109,18 +129,43 @@ const offsetOf = (error: unknown): number => {
 /** The error's one-line text (cel-js's `message` adds a source excerpt; `summary` does not). */
 export function celErrorText(error: unknown): string {
   const shape = error as CelErrorShape | null;
-  if (typeof shape?.summary === 'string') return shape.summary;
-  if (typeof shape?.message === 'string') return shape.message.split('\n')[0] ?? shape.message;
-  return String(error);
+  const text =
+    typeof shape?.summary === 'string'
+      ? shape.summary
+      : typeof shape?.message === 'string'
+        ? (shape.message.split('\n')[0] ?? shape.message)
+        : String(error);
+  // The renamed `matches` (regex.ts) is an implementation detail: say what the author wrote.
+  return text.replaceAll(MATCHES_RE2, 'matches');
 }
 
-export function compileCondition(source: string, env: Environment): ConditionCompilation {
+/** Why a condition's worst case is refused, or null when it fits. */
+function overBudget(cost: number): string | null {
+  const limits = policyLimits();
+  if (cost <= limits.maxConditionCost) return null;
+  return (
+    `the condition's worst-case cost is ${cost} units, over the limit of ${limits.maxConditionCost} ` +
+    `(assuming lists of up to ${limits.maxListItems} items and strings of up to ${limits.maxStringLength} characters; ` +
+    'each comprehension macro multiplies the cost of its body by the list size, and `matches` costs input length × pattern length / 32)'
+  );
+}
+
+/**
+ * `enforce` (the default, for a policy being written): an unsupported regular expression or a
+ * worst case over the limit is an error. Otherwise (a stored version being loaded, compiled under
+ * older rules or limits) the condition still compiles: an unsupported pattern fails when it runs,
+ * an over-budget condition gets a `refusal`, both deny (fail closed) without stopping the load.
+ */
+export function compileCondition(source: string, env: Environment, enforce = true): ConditionCompilation {
   let program: Program;
   try {
     program = env.parse(source);
   } catch (error) {
     return { ok: false, message: `CEL syntax error: ${celErrorText(error)}`, offset: offsetOf(error) };
   }
+  const ast = program.ast as AstNode;
+  const regexProblem = prepareRegexes(ast);
+  if (regexProblem && enforce) return { ok: false, message: regexProblem.message, offset: regexProblem.offset };
   let checked: ReturnType<Program['check']>;
   try {
     checked = program.check();
@@ -133,7 +178,14 @@ export function compileCondition(source: string, env: Environment): ConditionCom
   if (checked.type !== 'bool' && checked.type !== 'dyn') {
     return { ok: false, message: `a condition must evaluate to bool, this one evaluates to ${checked.type}`, offset: 0 };
   }
-  return { ok: true, program };
+  const limits = policyLimits();
+  const cost = estimateCost(ast, { list: limits.maxListItems, string: limits.maxStringLength });
+  const refusal = overBudget(cost);
+  if (refusal && enforce) return { ok: false, message: refusal, offset: 0 };
+  // Without the runtime meter the request-size check in engine.ts still holds the bound; a
+  // cel-js upgrade that drops the hook is caught by test/unit/policy-budget.test.ts.
+  meterComprehensions(ast);
+  return { ok: true, program, ast, cost, refusal };
 }
 
 /** Runs a compiled condition; throws on an evaluation error or a non-boolean result. */

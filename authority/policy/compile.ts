@@ -15,7 +15,6 @@
  */
 import type { z } from 'zod';
 import { compileCondition, PRE_RISK_ENV, RULE_ENV } from './cel.js';
-import type { Program } from './cel.js';
 import { decide } from './engine.js';
 import type { ClassModel, Condition, PolicyModel } from './model.js';
 import { BUILTIN_DEFAULTS, EscalationSchema, HoldSchema, PolicyDocumentSchema } from './schema.js';
@@ -89,12 +88,14 @@ function expressionsOf(document: unknown): Array<{ path: Path; source: string; r
   return found;
 }
 
-function compileExpressions(parsed: ParsedSource, errors: PolicyError[]): Map<string, Program> {
-  const programs = new Map<string, Program>();
+type Compiled = Omit<Condition, 'source' | 'path'>;
+
+function compileExpressions(parsed: ParsedSource, errors: PolicyError[], enforce: boolean): Map<string, Compiled> {
+  const programs = new Map<string, Compiled>();
   for (const { path, source, rule } of expressionsOf(parsed.value)) {
-    const compiled = compileCondition(source, rule ? RULE_ENV : PRE_RISK_ENV);
+    const compiled = compileCondition(source, rule ? RULE_ENV : PRE_RISK_ENV, enforce);
     if (compiled.ok) {
-      programs.set(formatPath(path), compiled.program);
+      programs.set(formatPath(path), { program: compiled.program, ast: compiled.ast, cost: compiled.cost, refusal: compiled.refusal });
       continue;
     }
     const at = parsed.locateInString(path, compiled.offset);
@@ -116,15 +117,15 @@ const escalationSettings = (escalation: EscalationDocument): EscalationSettings 
   fallbackDecision: escalation.fallback,
 });
 
-function buildClass(doc: PolicyDocument, cls: ActionClassDocument, index: number, programs: Map<string, Program>): ClassModel {
+function buildClass(doc: PolicyDocument, cls: ActionClassDocument, index: number, programs: Map<string, Compiled>): ClassModel {
   const defaults = doc.defaults ?? {};
   const condition = (path: Path, source: string | undefined): Condition | null => {
     if (source === undefined) return null;
     const key = formatPath(path);
-    const program = programs.get(key);
+    const compiled = programs.get(key);
     // compileExpressions saw the same document; a gap here is a bug, not a policy error.
-    if (!program) throw new Error(`policy compiler: no program for ${key}`);
-    return { source, path: key, program };
+    if (!compiled) throw new Error(`policy compiler: no program for ${key}`);
+    return { source, path: key, ...compiled };
   };
   const at = ['action_classes', index] as const;
   const pattern = cls.match.action_type;
@@ -164,7 +165,7 @@ function buildClass(doc: PolicyDocument, cls: ActionClassDocument, index: number
   };
 }
 
-function buildModel(doc: PolicyDocument, programs: Map<string, Program>): PolicyModel {
+function buildModel(doc: PolicyDocument, programs: Map<string, Compiled>): PolicyModel {
   const groupsOf = new Map<string, string[]>();
   for (const [group, members] of Object.entries(doc.actor_groups)) {
     for (const member of members) groupsOf.set(member, [...(groupsOf.get(member) ?? []), group]);
@@ -188,24 +189,33 @@ function buildModel(doc: PolicyDocument, programs: Map<string, Program>): Policy
 const byPosition = (a: PolicyError, b: PolicyError): number =>
   (a.line ?? Number.MAX_SAFE_INTEGER) - (b.line ?? Number.MAX_SAFE_INTEGER) || (a.column ?? 0) - (b.column ?? 0);
 
-function compileParsed(parsed: ParsedSource): CompileResult {
+export interface CompileOptions {
+  /**
+   * 'write' (default): a policy being written or validated; unsupported regular expressions and
+   * conditions over the cost limit are errors. 'stored': a version already accepted, loaded to
+   * decide; those conditions deny when reached instead of failing the load (cel.ts).
+   */
+  purpose?: 'write' | 'stored';
+}
+
+function compileParsed(parsed: ParsedSource, options: CompileOptions): CompileResult {
   const errors: PolicyError[] = [];
   const checked = PolicyDocumentSchema.safeParse(parsed.value);
   if (!checked.success) errors.push(...schemaErrors(checked.error.issues, parsed));
-  const programs = compileExpressions(parsed, errors);
+  const programs = compileExpressions(parsed, errors, options.purpose !== 'stored');
   if (!checked.success || errors.length > 0) return { ok: false, errors: errors.sort(byPosition) };
   const model = buildModel(checked.data, programs);
   return { ok: true, policy: { document: parsed.value, decide: (input) => decide(model, input) } };
 }
 
 /** Compiles policy text. `format` defaults to YAML, which also reads JSON; 'json' is strict JSON. */
-export function compilePolicy(source: string, format: 'yaml' | 'json' = 'yaml'): CompileResult {
+export function compilePolicy(source: string, format: 'yaml' | 'json' = 'yaml', options: CompileOptions = {}): CompileResult {
   const parsed = parseSource(source, format);
   if (parsed.errors.length > 0) return { ok: false, errors: parsed.errors };
-  return compileParsed(parsed);
+  return compileParsed(parsed, options);
 }
 
 /** Compiles an already-parsed document (a JSON request body, say); errors carry no line/column. */
-export function compilePolicyDocument(document: unknown): CompileResult {
-  return compileParsed(noPositions(document));
+export function compilePolicyDocument(document: unknown, options: CompileOptions = {}): CompileResult {
+  return compileParsed(noPositions(document), options);
 }

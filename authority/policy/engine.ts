@@ -18,6 +18,11 @@
  * unevaluable rule might have been the deny rule. The remediation names the failing condition;
  * with `explain`, the trace carries the expression and the error.
  *
+ * Budget (issue 15, cost.ts): a condition whose worst case, re-estimated for this request's
+ * largest list and string, is over the limit is not run, and a running condition that spends its
+ * budget is stopped; either makes the decision deny CONDITION_BUDGET_EXCEEDED (fail closed, as
+ * above), with a message naming the condition and why.
+ *
  * @example
  *   const decision = decide(model, {
  *     action_type: 'payments.wire', actor_id: 'finance-bot',
@@ -28,8 +33,11 @@
  */
 import { ActionFacts, ActorFacts, ApprovalFacts, celErrorText, NO_APPROVALS, RiskFacts, runCondition } from './cel.js';
 import type { ConditionVariables } from './cel.js';
+import { estimateCost, measureShape, type SizeBounds } from './cost.js';
+import { policyLimits } from './limits.js';
+import { BudgetExceededError, metered } from './meter.js';
 import type { ClassModel, Condition, PolicyModel, RuleModel } from './model.js';
-import { approvalRemedy, conditionErrorRemedy, defaultDenyRemedy, noClassRemedy, notAuthorizedRemedy } from './remedies.js';
+import { approvalRemedy, budgetRemedy, conditionErrorRemedy, defaultDenyRemedy, noClassRemedy, notAuthorizedRemedy } from './remedies.js';
 import type { CheckedApproval, Decision, DecisionInput, PolicyDecision, Remediation, RiskEnvelope, RiskFactor, RuleTrace } from './types.js';
 
 const STRENGTH: Record<Decision, number> = { allow: 0, hold: 1, escalate: 2, deny: 3 };
@@ -68,30 +76,65 @@ function approvalFacts(approvals: readonly CheckedApproval[]): ApprovalFacts {
   );
 }
 
-/** A condition that threw: it decides deny CONDITION_ERROR. */
+/** A condition that threw (CONDITION_ERROR) or was over its budget (CONDITION_BUDGET_EXCEEDED): it decides deny. */
 class Failure {
   constructor(
     readonly label: string,
     readonly condition: Condition,
     readonly error: string,
+    readonly code: 'CONDITION_ERROR' | 'CONDITION_BUDGET_EXCEEDED' = 'CONDITION_ERROR',
   ) {}
 }
 
-/** Runs one condition; records it in the trace; a thrown error becomes a Failure. */
+/**
+ * The runtime meter counts a little differently from the estimate (expanded comprehension nodes,
+ * not source nodes), so it gets headroom: it is there to stop what the estimate cannot see, and a
+ * policy accepted at write time must not be denied for rounding.
+ */
+const METER_HEADROOM = 2;
+
+/** Per decision: the request's size, measured once, on the first condition that needs it. */
+class Budget {
+  private shape: SizeBounds | null = null;
+  constructor(private readonly variables: ConditionVariables) {}
+
+  /** Why this request may not run `condition`, or null. */
+  refusal(condition: Condition): string | null {
+    if (condition.refusal) return condition.refusal;
+    const limits = policyLimits();
+    const { context, actor, approvals } = this.variables;
+    this.shape ??= measureShape([context, actor.groups, approvals.ids, approvals.approvers, approvals.kinds]);
+    const { list, string } = this.shape;
+    if (list <= limits.maxListItems && string <= limits.maxStringLength && condition.cost <= limits.maxConditionCost) return null;
+    // Larger than the write-time assumption: the estimate at the actual sizes decides.
+    const cost = estimateCost(condition.ast, { list: Math.max(list, limits.maxListItems), string: Math.max(string, limits.maxStringLength) });
+    if (cost <= limits.maxConditionCost) return null;
+    return (
+      `evaluation budget exceeded: with this request's context (largest list ${list} items, longest string ${string} ` +
+      `characters) the condition could cost ${cost} units, over the limit of ${limits.maxConditionCost}`
+    );
+  }
+}
+
+/** Runs one condition; records it in the trace; a thrown error or a spent budget becomes a Failure. */
 function evaluate(
   condition: Condition,
   variables: ConditionVariables,
   where: string,
   trace: RuleTrace[] | null,
   decision: Decision | null,
+  budget: Budget,
 ): boolean | Failure {
   let matched: boolean;
   try {
-    matched = runCondition(condition.program, variables);
+    const refused = budget.refusal(condition);
+    if (refused) throw new BudgetExceededError(refused);
+    matched = metered(policyLimits().maxConditionCost * METER_HEADROOM, () => runCondition(condition.program, variables));
   } catch (thrown) {
-    const error = celErrorText(thrown);
+    const overBudget = budgetError(thrown);
+    const error = overBudget ?? celErrorText(thrown);
     trace?.push({ rule: where, condition: condition.source, matched: false, decision: null, error });
-    return new Failure(where, condition, error);
+    return new Failure(where, condition, error, overBudget ? 'CONDITION_BUDGET_EXCEEDED' : 'CONDITION_ERROR');
   }
   trace?.push({ rule: where, condition: condition.source, matched, decision: matched ? decision : null, error: null });
   return matched;
@@ -128,12 +171,24 @@ function assemble(model: PolicyModel, cls: ClassModel | null, outcome: Outcome, 
   };
 }
 
+/** The budget message when `thrown` is (or wraps, as cel-js does for function errors) a BudgetExceededError. */
+function budgetError(thrown: unknown): string | null {
+  for (let error = thrown, depth = 0; error instanceof Error && depth < 5; error = error.cause, depth++) {
+    if (error instanceof BudgetExceededError) return error.reason;
+  }
+  return null;
+}
+
 const conditionError = (failure: Failure, risk: RiskEnvelope, matchedRules: string[] = []): Outcome => ({
   decision: 'deny',
-  reasonCodes: ['CONDITION_ERROR'],
+  reasonCodes: [failure.code],
   matchedRules,
   risk,
-  remediation: [conditionErrorRemedy(failure.condition.path, failure.label, failure.error)],
+  remediation: [
+    failure.code === 'CONDITION_BUDGET_EXCEEDED'
+      ? budgetRemedy(failure.condition.path, failure.label, failure.error)
+      : conditionErrorRemedy(failure.condition.path, failure.label, failure.error),
+  ],
 });
 
 function selectClass(
@@ -141,13 +196,14 @@ function selectClass(
   actionType: string,
   variables: ConditionVariables,
   trace: RuleTrace[] | null,
+  budget: Budget,
 ): ClassModel | Failure | null {
   const consider = (cls: ClassModel): boolean | Failure => {
     if (!cls.when) {
       trace?.push({ rule: `class:${cls.id}`, condition: null, matched: true, decision: null, error: null });
       return true;
     }
-    return evaluate(cls.when, variables, `class:${cls.id}`, trace, null);
+    return evaluate(cls.when, variables, `class:${cls.id}`, trace, null, budget);
   };
   for (const cls of model.exact.get(actionType) ?? []) {
     const result = consider(cls);
@@ -163,12 +219,12 @@ function selectClass(
   return null;
 }
 
-function computeRisk(cls: ClassModel, variables: ConditionVariables, trace: RuleTrace[] | null): RiskEnvelope | Failure {
+function computeRisk(cls: ClassModel, variables: ConditionVariables, trace: RuleTrace[] | null, budget: Budget): RiskEnvelope | Failure {
   let sum = cls.riskBase;
   let failure: Failure | null = null;
   const matched: RiskFactor[] = [];
   for (const factor of cls.factors) {
-    const result = evaluate(factor.when, variables, `risk:${factor.name}`, trace, null);
+    const result = evaluate(factor.when, variables, `risk:${factor.name}`, trace, null, budget);
     if (result === true) {
       sum += factor.weight;
       matched.push({ name: factor.name, weight: factor.weight, description: factor.description });
@@ -213,7 +269,8 @@ export function decide(model: PolicyModel, input: DecisionInput): PolicyDecision
     now: input.now,
   };
 
-  const selected = selectClass(model, input.action_type, variables, trace);
+  const budget = new Budget(variables);
+  const selected = selectClass(model, input.action_type, variables, trace, budget);
   if (selected === null || selected instanceof Failure) {
     const risk = baseRisk(0);
     const outcome: Outcome = selected
@@ -240,7 +297,7 @@ export function decide(model: PolicyModel, input: DecisionInput): PolicyDecision
     );
   }
 
-  const risk = computeRisk(cls, variables, trace);
+  const risk = computeRisk(cls, variables, trace, budget);
   if (risk instanceof Failure) return assemble(model, cls, conditionError(risk, baseRisk(cls.riskBase)), trace);
   variables.risk = new RiskFacts(
     risk.score,
@@ -251,7 +308,7 @@ export function decide(model: PolicyModel, input: DecisionInput): PolicyDecision
   const matched: RuleModel[] = [];
   let failure: Failure | null = null;
   for (const rule of cls.rules) {
-    const result = rule.when ? evaluate(rule.when, variables, `rule:${rule.id}`, trace, rule.decision) : true;
+    const result = rule.when ? evaluate(rule.when, variables, `rule:${rule.id}`, trace, rule.decision, budget) : true;
     if (!rule.when) trace?.push({ rule: `rule:${rule.id}`, condition: null, matched: true, decision: rule.decision, error: null });
     if (result === true) matched.push(rule);
     else if (result instanceof Failure) failure ??= result;

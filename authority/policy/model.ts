@@ -8,6 +8,7 @@
  *   decide(model, input);                                      // engine.ts
  */
 import type { Program } from './cel.js';
+import type { AstNode } from './cel-ast.js';
 import type { Decision, EscalationSettings, HoldSettings, Mode } from './types.js';
 
 export interface Condition {
@@ -16,6 +17,12 @@ export interface Condition {
   /** Dotted document path of the expression, e.g. `action_classes.1.rules.0.when`. */
   path: string;
   program: Program;
+  /** The checked AST, re-estimated when a request is larger than the write-time size bounds. */
+  ast: AstNode;
+  /** Worst-case cost under the size bounds in force when compiled (cost.ts). */
+  cost: number;
+  /** Non-null: over budget (a stored version under a lower limit); the condition denies unrun. */
+  refusal: string | null;
 }
 
 export interface FactorModel {

@@ -57,6 +57,18 @@ export const notAuthorizedRemedy = (actorId: string, classId: string): Remediati
 const LABELS: Record<string, string> = { class: 'match.when of class', risk: 'risk factor', rule: 'rule' };
 
 /** `label` is the explanation's name for the condition: `class:<id>`, `risk:<name>` or `rule:<id>`. */
+/** A condition stopped by its evaluation budget (issue 15). */
+export function budgetRemedy(path: string, label: string, error: string): Remediation {
+  const at = label.indexOf(':');
+  const what = at > 0 ? `${LABELS[label.slice(0, at)] ?? label.slice(0, at)} "${label.slice(at + 1)}"` : label;
+  return {
+    code: 'REDUCE_CONDITION_COST',
+    message:
+      `The condition of ${what} (${path}) was not completed for this request: ${error}. Send a smaller context ` +
+      '(fewer list items, shorter strings), or ask a policy administrator to simplify the condition.',
+  };
+}
+
 export function conditionErrorRemedy(path: string, label: string, error: string): Remediation {
   const at = label.indexOf(':');
   const what = at > 0 ? `${LABELS[label.slice(0, at)] ?? label.slice(0, at)} "${label.slice(at + 1)}"` : label;

@@ -71,7 +71,7 @@ export interface PolicyDecision {
   decision: Decision;
   /**
    * Stable codes, most important first. Fail-closed codes: NO_MATCHING_CLASS,
-   * ACTOR_NOT_AUTHORIZED, CONDITION_ERROR. Otherwise the matched rules' reason codes (e.g.
+   * ACTOR_NOT_AUTHORIZED, CONDITION_ERROR, CONDITION_BUDGET_EXCEEDED (issue 15). Otherwise the matched rules' reason codes (e.g.
    * AMOUNT_OVER_HOLD_THRESHOLD) or DEFAULT_ALLOW / DEFAULT_DENY for a class's default.
    */
   reasonCodes: string[];

@@ -75,8 +75,9 @@ export class PolicyInvalidError extends CountersignError {
   }
 }
 
-export function compileOrThrow(source: string, format: PolicyFormat): CompiledPolicy {
-  const result = compilePolicy(source, format);
+/** `purpose: 'stored'` for a version already accepted: newer bounds deny per condition, never fail the load. */
+export function compileOrThrow(source: string, format: PolicyFormat, purpose: 'write' | 'stored' = 'write'): CompiledPolicy {
+  const result = compilePolicy(source, format, { purpose });
   if (!result.ok) throw new PolicyInvalidError(result.errors);
   return result.policy;
 }
@@ -97,7 +98,7 @@ export class PolicyVersions {
     if (cached) return cached;
     const version = await this.get(org.id, org.policyVersion);
     if (!version) return null;
-    const current = { id: version.id, version: version.version, compiled: compileOrThrow(version.source, version.format) };
+    const current = { id: version.id, version: version.version, compiled: compileOrThrow(version.source, version.format, 'stored') };
     this.compiled.set(cacheKey, current);
     return current;
   }
