@@ -18,6 +18,7 @@ import { normalizeBoundFact } from '../shared/permits/binding.js';
 import { DEFAULT_STORE_SETTINGS, StoreSettings, storeSettingsWithEnv } from '../shared/store/config.js';
 import { ActionType } from '../shared/wire/evaluate.js';
 import { parseJsonPointer } from './facts.js';
+import { PassThroughSchema } from './pass-through.js';
 import { parsePathPattern, type PathPattern } from './routes.js';
 
 export const HTTP_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
@@ -173,7 +174,8 @@ export const ProxyConfigSchema = z
       .string()
       .regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, { message: 'an HTTP header name' })
       .default('X-Service-Permit'),
-    unmatched: z.enum(['pass', 'deny']).default('pass'),
+    /** Unset: `deny` when `mode` is enforce (fail closed), `pass` in a shadow rollout. */
+    unmatched: z.enum(['pass', 'deny']).optional(),
     redis_url: z.string().min(1).optional(),
     /**
      * Without redis_url, run on an in-process store anyway: replay state, revocations and records
@@ -185,6 +187,8 @@ export const ProxyConfigSchema = z
     log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     max_body_bytes: BodyLimit.default(DEFAULT_MAX_BODY_BYTES),
     routes: Routes,
+    /** Requests forwarded without a permit while `unmatched` is deny (pass-through.ts). */
+    pass_through: PassThroughSchema,
   })
   .strict()
   .transform((config) => {
@@ -201,6 +205,7 @@ export const ProxyConfigSchema = z
     }));
     return {
       ...config,
+      unmatched: config.unmatched ?? (config.mode === 'enforce' ? 'deny' : 'pass'),
       // Lower case once: node:http hands header names over in lower case.
       permit_header: config.permit_header.toLowerCase(),
       routes,

@@ -25,20 +25,6 @@ export function requestIdOf(req: IncomingMessage): string {
   return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
 }
 
-/** The path and query of a request target, or null for `*` and other non-paths. */
-export function originForm(url: string | undefined): string | null {
-  if (url === undefined || url === '') return null;
-  if (url.startsWith('/')) return url.startsWith('//') ? `/${url.replace(/^\/+/, '')}` : url;
-  // absolute-form (`GET http://host/path`): only the path and query go upstream.
-  try {
-    const parsed = new URL(url);
-    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return null;
-    return parsed.pathname + parsed.search;
-  } catch {
-    return null;
-  }
-}
-
 export function queryOf(target: string): string {
   const question = target.indexOf('?');
   if (question < 0) return '';
@@ -189,6 +175,10 @@ export function upgradeHead(req: IncomingMessage, path: string, upstreamHost: st
 
 export function unmatchedError(): CountersignError {
   return new CountersignError('forbidden', 'This path is not a configured route, and unmatched requests are denied.', { reason: 'UNMATCHED_ROUTE' });
+}
+
+export function protectedPrefixError(pattern: string): CountersignError {
+  return new CountersignError('forbidden', `This path is under the protected subtree ${pattern} and matches no route.`, { reason: 'PROTECTED_PREFIX' });
 }
 
 export function sendError(res: ServerResponse, requestId: string, error: CountersignError): void {

@@ -204,6 +204,7 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
       metrics.setRouteModes(kept.routes);
       metrics.recordConfigReload(true, now());
       if (ownLogger) logger.level = kept.log_level;
+      if (kept.unmatched === 'pass' && running.unmatched !== 'pass') warnPassThrough(logger);
       logger.info({ routes: kept.routes.map((route) => `${route.name}:${route.mode}`) }, 'configuration reloaded');
       return true;
     };
@@ -224,6 +225,7 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
       resources.add(async () => void process.off('SIGHUP', onHup));
     }
 
+    if (initial.unmatched === 'pass') warnPassThrough(logger);
     logger.info({ proxy: url, admin: adminUrl, upstream: initial.upstream, store: store.kind, keys_loaded: keys.ready() }, 'proxy listening');
     return { url, adminUrl, metrics, logger, config: () => state.config, reload, close: closeAll };
   } catch (error) {
@@ -369,4 +371,11 @@ function watchConfigFile(file: string, debounceMs: number, onChange: () => void,
       watcher?.close();
     },
   };
+}
+
+/** `unmatched: pass` is a hole in the gate by design; say so where operators look. */
+function warnPassThrough(logger: Logger): void {
+  logger.warn(
+    'unmatched: pass forwards every request that matches no route without a permit (counted as countersign_proxy_requests_total{route="unmatched",outcome="passthrough"}); protect subtrees with /path/** or use unmatched: deny',
+  );
 }

@@ -18,7 +18,12 @@ import { PROXY_MODES, type ProxyMode } from './config.js';
 /** The route label of a request that matched no configured route. */
 export const UNMATCHED_ROUTE = 'unmatched';
 
-export const REQUEST_OUTCOMES = ['forwarded', 'blocked', 'would_block', 'passthrough', 'denied_unmatched', 'upstream_error'] as const;
+/**
+ * passthrough: an unmatched request forwarded under `unmatched: pass`; denied_unmatched: refused by
+ * `unmatched: deny` or a protected subtree; refused_ambiguous: a path or method override the gate
+ * and the upstream could read differently (paths.ts), refused before matching.
+ */
+export const REQUEST_OUTCOMES = ['forwarded', 'blocked', 'would_block', 'passthrough', 'denied_unmatched', 'refused_ambiguous', 'upstream_error'] as const;
 export type RequestOutcome = (typeof REQUEST_OUTCOMES)[number];
 
 export interface ProxyMetrics {

@@ -11,19 +11,23 @@
  * - literal segments compare ASCII case-insensitively;
  * - `:name` matches one non-empty segment, its decoded value becomes `params.name`;
  * - a trailing `*` matches zero or more segments, joined with `/` into `params['*']`;
+ * - a trailing `**` protects the subtree: the route matches the pattern without it, and any other
+ *   request (any method) whose path starts with those segments and matches no route is refused by
+ *   the server (`protectedPrefix`), whatever `unmatched` says;
  * - `HEAD` matches `GET` routes.
  * Every one of these errs on the side of matching: upstream frameworks commonly decode, resolve
  * dot segments, ignore case and trailing slashes, and run GET handlers for HEAD (Express does all
  * of it by default). A request the gate fails to recognize but the upstream routes to a
  * consequential handler would pass without a permit; one the gate recognizes too eagerly only
- * asks for a permit.
+ * asks for a permit. The server refuses the ambiguous forms (`//`, dot segments, encoded
+ * separators, `;`, `\`) before matching (paths.ts); resolving them here stays as a second line.
  *
  * @example
  *   const table = compileRouteTable(config.routes);
  *   matchRoute(table, 'POST', '/payments/acme%20ltd/wire/?x=1');
  *   // { route: <payments route>, params: { account: 'acme ltd' } }
  */
-import type { HttpMethod, ProxyRoute } from './config.js';
+import type { ProxyRoute } from './config.js';
 
 export type PatternSegment = { readonly kind: 'literal'; readonly value: string } | { readonly kind: 'param'; readonly name: string };
 
@@ -33,6 +37,8 @@ export interface PathPattern {
   readonly segments: readonly PatternSegment[];
   /** A trailing `*`: the rest of the path, as `params['*']`. */
   readonly wildcard: boolean;
+  /** A trailing `**`: the subtree under `segments` is protected (see the module comment). */
+  readonly subtree?: boolean;
   /** Parameter names in order (`*` included when there is a wildcard). */
   readonly params: readonly string[];
 }
@@ -46,13 +52,15 @@ export interface RouteMatch<R = ProxyRoute> {
 
 /** The minimum a route needs to be matched; `ProxyRoute` has it. */
 export interface MatchableRoute {
-  readonly methods: readonly HttpMethod[];
+  readonly methods: readonly string[];
   readonly pattern: PathPattern;
 }
 
 export interface RouteTable<R extends MatchableRoute = ProxyRoute> {
   /** Routes by method, each list in configuration order. */
   readonly byMethod: ReadonlyMap<string, readonly R[]>;
+  /** The patterns whose subtree is protected (`/x/:id/**`), any method. */
+  readonly protectedPrefixes: readonly PathPattern[];
 }
 
 const PARAM_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -69,9 +77,14 @@ export function parsePathPattern(pattern: string): PathPattern | { error: string
   const segments: PatternSegment[] = [];
   const params: string[] = [];
   let wildcard = false;
+  let subtree = false;
   for (let i = 0; i < raw.length; i++) {
     const segment = raw[i]!;
-    if (segment === '*') {
+    if (segment === '**') {
+      if (i !== raw.length - 1) return { error: '** is only allowed as the last segment' };
+      if (wildcard) return { error: 'a pattern ends with * or with **, not both' };
+      subtree = true;
+    } else if (segment === '*') {
       if (i !== raw.length - 1) return { error: '* is only allowed as the last segment' };
       wildcard = true;
       params.push('*');
@@ -90,7 +103,7 @@ export function parsePathPattern(pattern: string): PathPattern | { error: string
       segments.push({ kind: 'literal', value: segment.replace(/[A-Z]/g, (c) => c.toLowerCase()) });
     }
   }
-  return { source: pattern, segments, wildcard, params };
+  return subtree ? { source: pattern, segments, wildcard, params, subtree } : { source: pattern, segments, wildcard, params };
 }
 
 /** Indexes routes by method once; HEAD shares GET's list (see the module comment). */
@@ -105,7 +118,8 @@ export function compileRouteTable<R extends MatchableRoute>(routes: readonly R[]
   }
   const get = byMethod.get('GET');
   if (get !== undefined) byMethod.set('HEAD', get);
-  return { byMethod };
+  const protectedPrefixes = routes.map((route) => route.pattern).filter((pattern) => pattern.subtree === true);
+  return { byMethod, protectedPrefixes };
 }
 
 /**
@@ -119,6 +133,24 @@ export function matchRoute<R extends MatchableRoute>(table: RouteTable<R>, metho
   for (const route of candidates) {
     const params = matchPattern(route.pattern, segments);
     if (params !== null) return { route, params };
+  }
+  return null;
+}
+
+/**
+ * The `**` pattern whose subtree holds `path` (the path itself included), or null. Called only for a
+ * request no route matched. A trailing slash counts as one more, empty, segment here, so `/echo/`
+ * is under `/echo/:id/**`: prefix routers and find-my-way hand `/echo/` to an `/echo/:id` handler.
+ */
+export function protectedPrefix<R extends MatchableRoute>(table: RouteTable<R>, path: string): PathPattern | null {
+  if (table.protectedPrefixes.length === 0 || typeof path !== 'string') return null;
+  const segments = splitPath(path);
+  const end = path.search(/[?#]/);
+  if ((end < 0 ? path : path.slice(0, end)).endsWith('/')) segments.push('');
+  for (const pattern of table.protectedPrefixes) {
+    if (segments.length < pattern.segments.length) continue;
+    const under = pattern.segments.every((want, i) => want.kind === 'param' || equalsIgnoreAsciiCase(segments[i]!, want.value));
+    if (under) return pattern;
   }
   return null;
 }

@@ -42,13 +42,14 @@ import type { ExecutionRecords } from './execution-records.js';
 import { executionOutcome, forwardRequest, unavailableError, upstreamOf, type ExecutionOutcome, type Upstream } from './forward.js';
 import { executionRecord, type Gate, type GateDecision } from './gate.js';
 import { UNMATCHED_ROUTE, type ProxyMetrics, type RequestOutcome } from './metrics.js';
-import { compileRouteTable, matchRoute, type RouteTable } from './routes.js';
+import { checkedTarget } from './paths.js';
+import { compilePassThrough, passesThrough, type PassThroughEntry } from './pass-through.js';
+import { compileRouteTable, matchRoute, protectedPrefix, type RouteTable } from './routes.js';
 import { ProxyStopped } from './upstream-outcome.js';
 import {
   type BufferedBody,
   bufferedBody,
   forwardHeaders,
-  originForm,
   parseJson,
   queryOf,
   rawError,
@@ -56,6 +57,7 @@ import {
   requestIdOf,
   sendError,
   streamedBody,
+  protectedPrefixError,
   unmatchedError,
   upgradeHead,
 } from './http-messages.js';
@@ -63,13 +65,15 @@ import {
 export interface ProxyState {
   config: ProxyConfig;
   table: RouteTable;
+  /** config.pass_through, compiled once. */
+  passThrough: RouteTable<PassThroughEntry>;
   /** config.upstream, parsed once. */
   upstream: Upstream;
 }
 
 /** The state a configuration serves with: its route table compiled and its upstream parsed. */
 export function proxyState(config: ProxyConfig): ProxyState {
-  return { config, table: compileRouteTable(config.routes), upstream: upstreamOf(config.upstream) };
+  return { config, table: compileRouteTable(config.routes), passThrough: compilePassThrough(config.pass_through), upstream: upstreamOf(config.upstream) };
 }
 
 export interface ProxyServerOptions {
@@ -113,15 +117,22 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     const requestId = requestIdOf(req);
     res.setHeader('x-request-id', requestId);
     const state = current();
-    const target = originForm(req.url);
-    if (target === null) {
-      observe(UNMATCHED_ROUTE, 'blocked', started);
-      return sendError(res, requestId, new CountersignError('invalid_request', 'The request target must be a path (origin-form).'));
+    // The same string is matched and forwarded: see paths.ts for what is refused and why.
+    const checked = checkedTarget(req.url, req.headers);
+    if ('error' in checked) {
+      observe(UNMATCHED_ROUTE, 'refused_ambiguous', started);
+      return sendError(res, requestId, checked.error);
     }
+    const { target } = checked;
     const method = req.method ?? 'GET';
     const match = matchRoute(state.table, method, target);
     if (match === null) {
-      if (state.config.unmatched === 'deny') {
+      const prefix = protectedPrefix(state.table, target);
+      if (prefix !== null) {
+        observe(UNMATCHED_ROUTE, 'denied_unmatched', started);
+        return sendError(res, requestId, protectedPrefixError(prefix.source));
+      }
+      if (state.config.unmatched === 'deny' && !passesThrough(state.passThrough, method, target)) {
         observe(UNMATCHED_ROUTE, 'denied_unmatched', started);
         return sendError(res, requestId, unmatchedError());
       }
@@ -249,18 +260,26 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     socket.on('error', () => socket.destroy());
     if (draining) return rawError(socket, requestId, shuttingDown());
     const state = current();
-    const target = originForm(req.url);
-    if (target === null) {
-      rawError(socket, requestId, new CountersignError('invalid_request', 'The request target must be a path (origin-form).'));
+    const checked = checkedTarget(req.url, req.headers);
+    if ('error' in checked) {
+      metrics.requests.inc({ route: UNMATCHED_ROUTE, outcome: 'refused_ambiguous' });
+      rawError(socket, requestId, checked.error);
       return;
     }
+    const { target } = checked;
     const match = matchRoute(state.table, req.method ?? 'GET', target);
     if (match !== null) {
       metrics.requests.inc({ route: match.route.name, outcome: 'blocked' });
       rawError(socket, requestId, new CountersignError('forbidden', 'Connection upgrades are not allowed on a gated route.', { reason: 'UPGRADE_ON_GATED_ROUTE' }));
       return;
     }
-    if (state.config.unmatched === 'deny') {
+    const prefix = protectedPrefix(state.table, target);
+    if (prefix !== null) {
+      metrics.requests.inc({ route: UNMATCHED_ROUTE, outcome: 'denied_unmatched' });
+      rawError(socket, requestId, protectedPrefixError(prefix.source));
+      return;
+    }
+    if (state.config.unmatched === 'deny' && !passesThrough(state.passThrough, req.method ?? 'GET', target)) {
       metrics.requests.inc({ route: UNMATCHED_ROUTE, outcome: 'denied_unmatched' });
       rawError(socket, requestId, unmatchedError());
       return;

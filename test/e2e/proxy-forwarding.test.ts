@@ -226,6 +226,8 @@ for (const backend of appBackends()) {
 
       await t.test('unmatched: pass streams through untouched, deny refuses', async (t) => {
         const before = received.length;
+        // pass is an explicit choice since issue 15 (the default in enforce mode is deny).
+        proxy.setConfig(proxyConfig(h.authority.acme.id, h.upstream.url, { unmatched: 'pass' }));
         // The client sends the rest only once the upstream has the first bytes: a proxy that
         // buffered the body would deadlock here (bounded by the test timeout) instead of passing.
         const firstArrived = new Promise<void>((resolve) => {
@@ -278,6 +280,7 @@ for (const backend of appBackends()) {
       await t.test('upgrades: piped through on unmatched paths, refused on gated routes', async (t) => {
         const echo = await startUpgradeEcho(t);
         const upgrading = await h.startProxy({ upstream: echo.url });
+        upgrading.setConfig(proxyConfig(h.authority.acme.id, echo.url, { unmatched: 'pass' }));
         const passed = await rawExchange(upgrading.url, 'GET /ws/chat HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nX-Service-Permit: secret\r\n\r\n', 'ping');
         t.match(passed, /^HTTP\/1\.1 101 /, 'the upstream switched protocols');
         t.match(passed, /echo:ping$/, 'bytes flow both ways after the upgrade');
@@ -302,7 +305,8 @@ for (const backend of appBackends()) {
           });
         });
         const weird = await call(proxy.url, '/echo/%E0%A4%A', { headers: { 'x-request-id': 'has spaces in it' } });
-        t.equal(weird.status, 403, 'a malformed escape is matched undecoded and refused, not a crash');
+        t.equal(weird.status, 400, 'a malformed escape is refused as ambiguous, not a crash');
+        t.match(weird.json(), { error: 'invalid_request', reason: 'AMBIGUOUS_PATH' });
         t.not(weird.headers['x-request-id'], 'has spaces in it', 'an insane request id is replaced');
         t.equal((await call(proxy.url, '/s/echo/after')).status, 201, 'still serving');
       });
@@ -332,7 +336,8 @@ for (const backend of appBackends()) {
         t.match(text, /countersign_proxy_route_mode\{route="echo-shadow",mode="shadow"\} 1/);
         t.match(text, /countersign_proxy_requests_total\{route="echo",outcome="forwarded"\} \d+/);
         t.match(text, /countersign_proxy_requests_total\{route="unmatched",outcome="passthrough"\} 1/);
-        t.match(text, /countersign_proxy_requests_total\{route="unmatched",outcome="denied_unmatched"\} 1/);
+        t.match(text, /countersign_proxy_requests_total\{route="unmatched",outcome="denied_unmatched"\} \d+/);
+        t.match(text, /countersign_proxy_requests_total\{route="unmatched",outcome="refused_ambiguous"\} \d+/);
         t.notMatch(text, /order-|\/echo\//, 'no raw URLs or ids in labels');
       });
     }),

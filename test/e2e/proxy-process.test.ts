@@ -189,6 +189,23 @@ for (const backend of appBackends()) {
       t.match(missing.json(), { error: 'not_found', status: 404, request_id: String });
     });
 
+    await t.test('unmatched: denied by default; pass is warned about at start and counted', async (t) => {
+      const before = received.length;
+      const denied = await post(proxy.url, '/echo/order-x/extra');
+      t.equal(denied.status, 403, 'enforce mode and no unmatched key: deny');
+      t.match(denied.json(), { error: 'forbidden', reason: 'UNMATCHED_ROUTE' });
+      t.notOk(logs.some((line) => line.includes('unmatched: pass')), 'no pass-through warning for the default');
+      const passFile = join(dir, 'proxy-pass.yaml');
+      await writeFile(passFile, proxyYaml({ ...base, extra: 'unmatched: pass' }));
+      const passing = await start(passFile, { watch: false });
+      t.ok(logs.some((line) => line.includes('"level":"warn"') && line.includes('unmatched: pass')), 'pass is logged as a warning at start');
+      t.equal((await post(passing.url, '/plain/thing')).status, 201, 'forwarded');
+      t.equal((await post(passing.url, '/plain/other')).status, 201, 'forwarded');
+      t.equal(received.length, before + 2, 'only the two pass-through requests reached the upstream');
+      t.match(await metricsOf(passing), /countersign_proxy_requests_total\{route="unmatched",outcome="passthrough"\} 2/, 'each one counted');
+      await passing.close();
+    });
+
     await t.test('reload(): the route switches to shadow without a restart', async (t) => {
       await writeFile(file, proxyYaml({ ...base, mode: 'shadow' }));
       t.equal(await proxy.reload(), true);

@@ -207,6 +207,7 @@ if (helm) {
     const config = parseProxyConfig(proxyYaml, 'rendered proxy.yaml');
     t.equal(config.upstream, 'http://127.0.0.1:8080');
     t.same(config.routes.map((r) => [r.name, r.mode]), [['payments-wire', 'shadow'], ['payments-refund', 'enforce']]);
+    t.equal(proxyYaml.unmatched, 'deny', 'a request the gate cannot place is refused, not forwarded (issue 15)');
     const annotations = JSON.stringify(deploy!.spec.template.metadata.annotations ?? {});
     t.notMatch(annotations, /checksum/, 'no checksum annotation on the pod template');
   });

@@ -45,7 +45,9 @@ t.test('defaults', async (t) => {
   t.equal(config.audience, 'countersign:gate');
   t.equal(config.mode, 'enforce');
   t.equal(config.permit_header, 'x-service-permit', 'lower case, as node:http gives header names');
-  t.equal(config.unmatched, 'pass');
+  t.equal(config.unmatched, 'deny', 'enforce mode: a request the gate cannot place is refused (issue 15)');
+  t.equal(parseProxyConfig({ ...minimal, mode: 'shadow' }).unmatched, 'pass', 'a shadow rollout forwards it');
+  t.equal(parseProxyConfig({ ...minimal, unmatched: 'pass' }).unmatched, 'pass', 'pass stays available, explicitly');
   t.equal(config.max_body_bytes, 65536);
   t.equal(config.redis_url, undefined);
   t.same(config.routes, []);
@@ -90,13 +92,14 @@ t.test('the example config/proxy.yaml is valid', async (t) => {
   t.equal(config.upstream, 'http://127.0.0.1:7090');
   t.same(config.authority, { url: 'http://127.0.0.1:7070', api_key_file: './.countersign/proxy.key' });
   t.equal(config.mode, 'enforce');
-  t.equal(config.unmatched, 'pass');
+  t.equal(config.unmatched, 'deny');
   t.equal(config.routes.length, 1);
   const echo = config.routes[0]!;
   t.equal(echo.name, 'echo');
   t.equal(echo.action_type, 'demo.echo');
   t.same(echo.methods, ['POST']);
-  t.equal(echo.path, '/echo/:id');
+  t.equal(echo.path, '/echo/:id/**');
+  t.equal(echo.pattern.subtree, true, 'the example protects the subtree under /echo/:id');
   t.same(echo.facts, [
     { kind: 'single', name: 'actor_id', source: { kind: 'header', name: 'x-actor-id', as: 'string' } },
     { kind: 'single', name: 'environment', source: { kind: 'const', value: 'dev' } },

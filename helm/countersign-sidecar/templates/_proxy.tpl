@@ -35,7 +35,8 @@ store:
   topology: single
   durability: aof
 mode: enforce
-unmatched: pass
+unmatched: deny
+passThrough: []
 permitHeader: X-Service-Permit
 issuer: countersign
 audience: "countersign:gate"
@@ -75,6 +76,7 @@ nodeOptions: "--max-semi-space-size=4 --max-old-space-size=96"
   "mode" $v.mode
   "permit_header" $v.permitHeader
   "unmatched" $v.unmatched
+  "pass_through" $v.passThrough
   "max_body_bytes" $v.maxBodyBytes
   "log_level" $v.logLevel
   "store" $v.store
