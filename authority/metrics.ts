@@ -64,7 +64,7 @@ export function createAuthorityMetrics(): AuthorityMetrics {
     }),
     rateLimited: new Counter({
       name: 'countersign_rate_limited_total',
-      help: 'Requests refused with 429, by rate-limit bucket (evaluate, api).',
+      help: 'Requests refused with 429, by rate-limit bucket (evaluate, api, address: failed or credential-less requests per client address).',
       labelNames: ['bucket'],
       registers,
     }),

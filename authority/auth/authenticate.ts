@@ -36,6 +36,13 @@ export interface CredentialSource {
   ip: string;
   /** Called when the deprecated X-Service-Key header carried the credential. */
   onDeprecatedHeader(): void;
+  /**
+   * Called before the credential costs real work (a database lookup on a cache miss, a JWT
+   * signature check); it may throw to refuse first. The guard refuses there an address already
+   * over its failure limit, so a flood of unknown keys stops costing queries, while a key already
+   * in the cache still works from that address.
+   */
+  beforeLookup?(): void;
 }
 
 export type Authenticator = (source: CredentialSource) => Promise<Principal>;
@@ -72,8 +79,12 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
     return refuse('missing', 'no credential: send Authorization: Bearer <API key or token>');
   }
 
-  async function withApiKey(secret: string, ip: string): Promise<Principal> {
-    const found = await credentials.lookup(`key:${hashApiKeySecret(secret)}`, () => findApiKeyBySecret(db, secret));
+  async function withApiKey(secret: string, source: CredentialSource): Promise<Principal> {
+    const { ip } = source;
+    const found = await credentials.lookup(`key:${hashApiKeySecret(secret)}`, async () => {
+      source.beforeLookup?.();
+      return findApiKeyBySecret(db, secret);
+    });
     if (!found) return refuse('unknown_key', 'unknown API key');
     const { key, org } = found;
     const now = clock.now();
@@ -98,8 +109,9 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
     };
   }
 
-  async function withJwt(token: string): Promise<Principal> {
+  async function withJwt(token: string, source: CredentialSource): Promise<Principal> {
     if (!jwt) return refuse('jwt_not_configured', 'user tokens are not accepted: no issuer is configured');
+    source.beforeLookup?.();
     let claims;
     try {
       claims = await jwt.verify(token);
@@ -129,8 +141,8 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
 
   return async (source) => {
     const credential = extract(source);
-    if (isApiKeySecret(credential)) return withApiKey(credential, source.ip);
-    if (looksLikeJwt(credential)) return withJwt(credential);
+    if (isApiKeySecret(credential)) return withApiKey(credential, source);
+    if (looksLikeJwt(credential)) return withJwt(credential, source);
     return refuse('malformed', 'credential is neither an API key (ask_live_…/ask_test_…) nor a token');
   };
 }

@@ -1,7 +1,9 @@
 /**
  * Per-organization token buckets, kept in the shared store so every replica draws from one
  * bucket. Two buckets per organization: `evaluate` (flat, 100/min by default) and `api` (every
- * other endpoint, by plan tier, with a per-organization override).
+ * other endpoint, by plan tier, with a per-organization override). An organization is charged
+ * only for requests that passed authentication and the route's permission check; everything
+ * refused before that is charged to the client's address instead (`addresses`, in process).
  *
  * @example
  *   const limiter = new RateLimiter(store, config.rate_limits, clock);
@@ -12,6 +14,7 @@ import type { SharedStore, TokenBucketResult } from '../../shared/store/types.js
 import type { AuthorityConfig, BucketConfig } from '../config.js';
 import type { Organization } from '../orgs/organizations.js';
 import type { Clock } from '../time.js';
+import { AddressLimiter } from './address-limiter.js';
 
 export type RateBucket = 'evaluate' | 'api';
 
@@ -21,11 +24,16 @@ export interface RateDecision extends TokenBucketResult {
 }
 
 export class RateLimiter {
+  /** Unauthenticated, failed-authentication and unpermitted requests, per client address. */
+  readonly addresses: AddressLimiter;
+
   constructor(
     private readonly store: SharedStore,
     private readonly config: AuthorityConfig['rate_limits'],
     private readonly clock: Clock,
-  ) {}
+  ) {
+    this.addresses = new AddressLimiter(config.unauthenticated, clock);
+  }
 
   bucketFor(org: Pick<Organization, 'id' | 'plan'>, bucket: RateBucket): BucketConfig {
     const override = this.config.organizations[org.id]?.[bucket];

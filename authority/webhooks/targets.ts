@@ -1,55 +1,91 @@
 /**
- * Where deliveries may go. Targets that resolve to private, loopback, link-local or otherwise
- * non-public addresses are refused unless `webhooks.allow_private_targets` is set, so a webhook
- * URL cannot be used to reach the authority's own network (SSRF). The check happens where the
- * connection is made: the delivery agent's DNS lookup drops such addresses, so a name that
- * resolved to a public address when the subscription was created and to 10.0.0.5 now is refused
- * now. URLs naming such an address literally are refused up front as well (no lookup happens
- * for an IP literal).
+ * Where deliveries may go. Targets are classified with `ipaddr.js`'s range names (a maintained
+ * table of the IANA special-purpose registries): only `unicast` is allowed unless
+ * `webhooks.allow_private_targets` is set, so a webhook URL cannot be used to reach the
+ * authority's own network (SSRF). IPv6 forms that carry an IPv4 address (mapped `::ffff:a.b.c.d`,
+ * SIIT `::ffff:0:a.b.c.d`, NAT64 `64:ff9b::/96`, 6to4 `2002::/16`) are judged by the IPv4 address
+ * they lead to; forms whose destination cannot be read off the address (Teredo, the local-use
+ * NAT64 prefix `64:ff9b:1::/48`) are refused, and so is IPv6 "unicast" outside `2000::/3`, the
+ * only block IANA hands out as global unicast (that catches the deprecated IPv4-compatible
+ * `::a.b.c.d`, which the library reads as unicast).
+ *
+ * The check happens where the connection is made: the delivery agent's DNS lookup drops such
+ * addresses, so a name that resolved to a public address when the subscription was created and
+ * to 10.0.0.5 now is refused now. URLs naming such an address literally are refused up front as
+ * well (no lookup happens for an IP literal).
  *
  * @example
  *   const agent = deliveryAgent({ allowPrivate: false }); // its lookups drop private addresses
  *   isForbiddenAddress('169.254.169.254'); // true
- *   literalTargetProblem('http://127.0.0.1:8080/hook', false); // 'the url names a private, loopback or link-local address'
+ *   addressRange('[64:ff9b::7f00:1]'); // 'rfc6052 → loopback'
+ *   literalTargetProblem('http://127.0.0.1:8080/hook', false); // 'the url names … (range loopback) …'
  */
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
-import { BlockList, isIP, type LookupFunction } from 'node:net';
+import { isIP, type LookupFunction } from 'node:net';
+import ipaddr from 'ipaddr.js';
 import { Agent } from 'undici';
 
-const forbidden = new BlockList();
-for (const [network, prefix] of [
-  ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12],
-  ['192.0.0.0', 24], ['192.0.2.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['198.51.100.0', 24], ['203.0.113.0', 24],
-  ['224.0.0.0', 4], ['240.0.0.0', 4],
-] as const) {
-  forbidden.addSubnet(network, prefix, 'ipv4');
-}
-for (const [network, prefix] of [
-  ['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['2001:db8::', 32], ['100::', 64],
-] as const) {
-  forbidden.addSubnet(network, prefix, 'ipv6');
-}
+/** 2000::/3: the only IPv6 block allocated as global unicast. */
+const GLOBAL_UNICAST_V6 = ipaddr.parse('2000::') as ipaddr.IPv6;
 
-/** An IPv4 address carried inside IPv6 (mapped ::ffff:a.b.c.d, or NAT64 64:ff9b::/96), else null. */
-function embeddedIpv4(address: string): string | null {
-  const match = /^(?:::ffff:|64:ff9b::)(?:(\d+\.\d+\.\d+\.\d+)|([0-9a-f]{1,4}):([0-9a-f]{1,4}))$/i.exec(address);
-  if (!match) return null;
-  if (match[1]) return match[1];
-  const high = parseInt(match[2] as string, 16);
-  const low = parseInt(match[3] as string, 16);
-  return [high >> 8, high & 255, low >> 8, low & 255].join('.');
-}
-
-/** True for an address a delivery must not reach unless private targets are allowed. */
-export function isForbiddenAddress(address: string): boolean {
-  const bare = address.replace(/^\[|\]$/g, '');
-  const version = isIP(bare);
-  if (version === 4) return forbidden.check(bare, 'ipv4');
-  if (version === 6) {
-    const inner = embeddedIpv4(bare);
-    return inner !== null ? forbidden.check(inner, 'ipv4') : forbidden.check(bare, 'ipv6');
+/** The IPv4 address an IPv6 form carries and leads to, for the forms where it can be read off. */
+function embeddedIpv4(address: ipaddr.IPv6, range: string): ipaddr.IPv4 | null {
+  const bytes = address.toByteArray();
+  switch (range) {
+    case 'ipv4Mapped': // ::ffff:a.b.c.d
+    case 'rfc6145': // ::ffff:0:a.b.c.d
+      return new ipaddr.IPv4(bytes.slice(12, 16));
+    case 'rfc6052': // 64:ff9b::a.b.c.d; the local-use 64:ff9b:1::/48 embeds by an operator's choice
+      return address.match(ipaddr.parse('64:ff9b::') as ipaddr.IPv6, 96) ? new ipaddr.IPv4(bytes.slice(12, 16)) : null;
+    case '6to4': // 2002:aabb:ccdd::/48
+      return new ipaddr.IPv4(bytes.slice(2, 6));
+    default:
+      return null;
   }
-  return true; // not an address at all: nothing we can vouch for
+}
+
+/**
+ * Parses an address as the connection would use it. IPv6 goes through the WHATWG URL serializer
+ * first, so that `::127.0.0.1` means what a socket means by it (`::7f00:1`), not what
+ * `ipaddr.parse` makes of a dotted tail (it reads it as `::ffff:7f00:1`).
+ */
+function parseAddress(address: string): ipaddr.IPv4 | ipaddr.IPv6 | null {
+  const bare = address.replace(/^\[|\]$/g, '').replace(/%.*$/, '');
+  const version = isIP(bare);
+  try {
+    if (version === 4) return ipaddr.IPv4.parse(bare);
+    if (version === 6) return ipaddr.IPv6.parse(new URL(`http://[${bare}]/`).hostname.slice(1, -1));
+  } catch {
+    return null;
+  }
+  return null;
+}
+
+/**
+ * The range an address belongs to: `unicast` for an ordinary public address, else the
+ * `ipaddr.js` range name (`loopback`, `private`, `uniqueLocal`, `deprecatedSiteLocal`, …), with
+ * `→ <range of the IPv4 inside>` for forms that carry one, `unallocated` for IPv6 outside
+ * 2000::/3 that the library calls unicast, and `invalid` for anything that is not an address.
+ */
+export function addressRange(address: string): string {
+  const parsed = parseAddress(address);
+  if (parsed === null) return 'invalid';
+  if (parsed.kind() === 'ipv4') return parsed.range();
+  const v6 = parsed as ipaddr.IPv6;
+  const range = v6.range();
+  if (range === 'unicast') return v6.match(GLOBAL_UNICAST_V6, 3) ? 'unicast' : 'unallocated';
+  const inner = embeddedIpv4(v6, range);
+  return inner === null ? range : `${range} → ${inner.range()}`;
+}
+
+/** Ranges a delivery may reach without `allow_private_targets`: public unicast, directly or through a translator. */
+function isAllowedRange(range: string): boolean {
+  return range === 'unicast' || / → unicast$/.test(range);
+}
+
+/** True for an address a delivery must not reach unless private targets are allowed (fails closed: not an address → true). */
+export function isForbiddenAddress(address: string): boolean {
+  return !isAllowedRange(addressRange(address));
 }
 
 /**
@@ -60,7 +96,9 @@ export function literalTargetProblem(url: string, allowPrivate: boolean): string
   if (allowPrivate) return null;
   const host = new URL(url).hostname.replace(/^\[|\]$/g, '').replace(/\.$/, '').toLowerCase();
   if (host === 'localhost' || host.endsWith('.localhost')) return 'the url names localhost; private, loopback and link-local targets are not allowed';
-  if (isIP(host) !== 0 && isForbiddenAddress(host)) return 'the url names a private, loopback or link-local address, which is not allowed';
+  if (isIP(host) !== 0 && isForbiddenAddress(host)) {
+    return `the url names a private, loopback or link-local address (range ${addressRange(host)}), which is not allowed`;
+  }
   return null;
 }
 

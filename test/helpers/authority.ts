@@ -134,6 +134,7 @@ export const GENEROUS_LIMITS = {
   rate_limits: {
     evaluate: { per_minute: 1_000_000, burst: 1_000_000 },
     plans: { community: { per_minute: 1_000_000, burst: 1_000_000 }, business: { per_minute: 1_000_000, burst: 1_000_000 } },
+    unauthenticated: { per_minute: 1_000_000, burst: 1_000_000 },
   },
 };
 

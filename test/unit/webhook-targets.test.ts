@@ -4,7 +4,7 @@
  * the retry delay (schedule entry ± jitter, the last entry repeating).
  */
 import t from 'tap';
-import { filteringLookup, isForbiddenAddress, literalTargetProblem } from '../../authority/webhooks/targets.js';
+import { addressRange, filteringLookup, isForbiddenAddress, literalTargetProblem } from '../../authority/webhooks/targets.js';
 import { retryDelayMs } from '../../authority/webhooks/worker.js';
 
 t.test('private, loopback, link-local and reserved addresses are forbidden; public ones are not', async (t) => {
@@ -14,6 +14,52 @@ t.test('private, loopback, link-local and reserved addresses are forbidden; publ
   for (const address of ['93.184.216.34', '8.8.8.8', '172.32.0.1', '2606:4700::1111', '::ffff:8.8.8.8']) {
     t.notOk(isForbiddenAddress(address), `${address} is allowed`);
   }
+});
+
+/** Every special-purpose or translated form the issue named, and one of each IANA special-purpose range. */
+const REFUSED: Array<[address: string, range: RegExp]> = [
+  // IPv4 special-purpose (RFC 6890 and later)
+  ['0.1.2.3', /unspecified/], ['10.0.0.1', /private/], ['100.64.0.1', /carrierGradeNat/], ['127.0.0.1', /loopback/],
+  ['127.255.255.254', /loopback/], ['169.254.169.254', /linkLocal/], ['172.16.0.1', /private/], ['192.0.0.8', /reserved/],
+  ['192.0.2.1', /reserved/], ['192.31.196.1', /as112/], ['192.52.193.1', /amt/], ['192.88.99.1', /reserved/],
+  ['192.168.0.1', /private/], ['192.175.48.1', /as112/], ['198.18.0.1', /reserved/], ['198.51.100.1', /reserved/],
+  ['203.0.113.1', /reserved/], ['224.0.0.1', /multicast/], ['240.0.0.1', /reserved/], ['255.255.255.255', /broadcast/],
+  // IPv6 special-purpose
+  ['::', /unspecified/], ['::1', /loopback/], ['[::1]', /loopback/], ['fe80::1', /linkLocal/], ['fe80::1%eth0', /linkLocal/],
+  ['fc00::1', /uniqueLocal/], ['fd12:3456::1', /uniqueLocal/], ['fec0::1', /deprecatedSiteLocal/], ['feff::1', /deprecatedSiteLocal/],
+  ['ff02::1', /multicast/], ['100::1', /discard/], ['2001::1', /teredo/], ['2001:2::1', /benchmarking/], ['2001:3::1', /amt/],
+  ['2001:4:112::1', /as112v6/], ['2001:10::1', /deprecatedOrchid/], ['2001:20::1', /orchid2/], ['2001:30::1', /droneRemoteId/],
+  ['2001:db8::1', /reserved/], ['3fff::1', /reserved/], ['5f00::1', /segmentRouting/], ['4000::1', /unallocated/],
+  // IPv4 inside IPv6: judged by the IPv4 address they lead to
+  ['::127.0.0.1', /unallocated/], ['[::127.0.0.1]', /unallocated/], ['::7f00:1', /unallocated/], ['::10.0.0.1', /unallocated/],
+  ['::ffff:127.0.0.1', /ipv4Mapped → loopback/], ['::ffff:7f00:1', /ipv4Mapped → loopback/], ['::ffff:169.254.169.254', /→ linkLocal/],
+  ['::ffff:0:127.0.0.1', /rfc6145 → loopback/], ['[::ffff:0:127.0.0.1]', /rfc6145 → loopback/], ['::ffff:0:10.1.2.3', /rfc6145 → private/],
+  ['64:ff9b::127.0.0.1', /rfc6052 → loopback/], ['64:ff9b::a00:1', /rfc6052 → private/], ['64:ff9b::a9fe:a9fe', /rfc6052 → linkLocal/],
+  ['64:ff9b:1::1', /rfc6052$/], ['64:ff9b:1:7f00:1::', /rfc6052$/], ['64:ff9b:1::808:808', /rfc6052$/],
+  ['2002:7f00:1::', /6to4 → loopback/], ['2002:a00:1::1', /6to4 → private/], ['2002:c0a8:101::1', /6to4 → private/], ['2002::1', /6to4 → unspecified/],
+  // not an address at all: nothing to vouch for
+  ['not-an-ip', /invalid/], ['', /invalid/], ['1.2.3', /invalid/],
+];
+const ALLOWED = ['8.8.8.8', '93.184.216.34', '172.32.0.1', '1.1.1.1', '2606:4700::1111', '2a00:1450:4001::200e', '[2001:4860:4860::8888]', '::ffff:8.8.8.8', '::ffff:0:8.8.8.8', '64:ff9b::8.8.8.8', '2002:808:808::1'];
+
+t.test('addresses are classified by ipaddr.js range: only (translated) unicast is allowed', async (t) => {
+  for (const [address, range] of REFUSED) {
+    t.ok(isForbiddenAddress(address), `${address} is forbidden`);
+    t.match(addressRange(address), range, `${address} is ${String(range)}`);
+  }
+  for (const address of ALLOWED) {
+    t.notOk(isForbiddenAddress(address), `${address} is allowed (${addressRange(address)})`);
+  }
+});
+
+t.test('URLs naming embedded or translated IPv4 forms are refused up front', async (t) => {
+  for (const host of ['[::127.0.0.1]', '[::ffff:0:127.0.0.1]', '[64:ff9b::7f00:1]', '[64:ff9b:1::a00:1]', '[2002:7f00:1::]', '[fec0::1]', '[::ffff:169.254.169.254]', '0x7f.1', '2130706433']) {
+    const url = `http://${host}:8080/hook`;
+    t.match(literalTargetProblem(url, false), /not allowed/, url);
+    t.equal(literalTargetProblem(url, true), null, `${url} with private targets allowed`);
+  }
+  t.equal(literalTargetProblem('http://[2606:4700::1111]/x', false), null);
+  t.equal(literalTargetProblem('http://[64:ff9b::808:808]/x', false), null, 'NAT64 of a public address');
 });
 
 t.test('URLs naming a forbidden address or localhost are refused up front, unless allowed', async (t) => {
@@ -36,6 +82,10 @@ t.test('the connect-time lookup drops forbidden answers and fails when none is l
   const privateOnly = await ask(filteringLookup({ allowPrivate: false, resolve: resolve(['127.0.0.1', '::1']) }), false);
   t.match(privateOnly.error, { code: 'WEBHOOK_TARGET_FORBIDDEN' }, 'a name resolving only to private addresses is refused');
   t.same(await ask(filteringLookup({ allowPrivate: true, resolve: resolve(['127.0.0.1']) }), false), { error: null, result: '127.0.0.1' }, 'allowed when configured');
+  const translated = ['::7f00:1', '::ffff:0:7f00:1', '64:ff9b::a00:1', '64:ff9b:1::a00:1', '2002:7f00:1::', 'fec0::1'];
+  const onlyTranslated = await ask(filteringLookup({ allowPrivate: false, resolve: resolve(translated) }), true);
+  t.match(onlyTranslated.error, { code: 'WEBHOOK_TARGET_FORBIDDEN' }, 'embedded and translated IPv4 forms are dropped at connect time');
+  t.same((await ask(filteringLookup({ allowPrivate: false, resolve: resolve([...translated, '64:ff9b::808:808']) }), false)).result, '64:ff9b::808:808');
 });
 
 t.test('retry delay: the schedule entry for the round, ± jitter, the last entry repeating', async (t) => {
