@@ -26,6 +26,7 @@ import { escalationRoutes } from './escalations/routes.js';
 import { evaluateRoutes } from './evaluate/routes.js';
 import { storeEvaluations } from './evaluate/store.js';
 import { healthRoutes } from './health/routes.js';
+import { installBoundedInput } from './http/bounded-input.js';
 import { installDrainAnswer } from './http/drain.js';
 import { answerFrameworkError, installErrorHandling } from './http/errors.js';
 import { installGuard } from './http/guard.js';
@@ -96,6 +97,7 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
   });
 
   installErrorHandling(app);
+  installBoundedInput(app, { maxDepth: deps.config.limits.json_depth });
   const credentials = new CredentialCache({ metrics: deps.metrics, logger: deps.logger });
   credentials.start(deps.db);
   app.addHook('onClose', () => credentials.close());

@@ -8,6 +8,7 @@
 import { z } from 'zod';
 import { formatIssues, hostPort, readConfigMapping, withEnvOverrides } from '../shared/config-file.js';
 import { DEFAULT_STORE_SETTINGS, StoreSettings, storeSettingsWithEnv } from '../shared/store/config.js';
+import { DEFAULT_MAX_JSON_DEPTH } from './http/bounded-input.js';
 
 export { formatIssues };
 
@@ -59,6 +60,9 @@ const DEFAULT_PLANS = {
   enterprise: { per_minute: 5000, burst: 10000 },
 };
 
+/** Failed or credential-less requests per client address: a client retrying by hand never meets it. */
+const DEFAULT_UNAUTHENTICATED_LIMIT = { per_minute: 60, burst: 120 };
+
 /** DESIGN.md "webhooks": retry after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h. */
 export const DEFAULT_RETRY_SCHEDULE_MS = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000];
 
@@ -104,6 +108,11 @@ export const AuthorityConfig = z
     allow_in_process_store: z.boolean().default(false),
     /** Redis topology and durability (shared/store/config.ts); used when Redis is configured. */
     store: StoreSettings.default(DEFAULT_STORE_SETTINGS),
+    /** Request bounds checked at the edge (authority/http/bounded-input.ts). */
+    limits: z
+      .object({ json_depth: z.number().int().min(2).max(256).default(DEFAULT_MAX_JSON_DEPTH) })
+      .strict()
+      .default({ json_depth: DEFAULT_MAX_JSON_DEPTH }),
     deployment: z.enum(['self_hosted', 'hosted']).default('self_hosted'),
     log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     /** Passed to fastify: true, or the addresses/CIDRs of trusted proxies, for X-Forwarded-For. */
@@ -175,9 +184,14 @@ export const AuthorityConfig = z
         organizations: z
           .record(z.string(), z.object({ api: Bucket.optional(), evaluate: Bucket.optional() }).strict())
           .default({}),
+        /**
+         * Per client address (request.ip, so behind a proxy set trust_proxy), in each process: requests
+         * without a valid credential or the route's permission, which no organization can be charged for.
+         */
+        unauthenticated: Bucket.default(DEFAULT_UNAUTHENTICATED_LIMIT),
       })
       .strict()
-      .default({ evaluate: { per_minute: 100, burst: 100 }, plans: DEFAULT_PLANS, organizations: {} }),
+      .default({ evaluate: { per_minute: 100, burst: 100 }, plans: DEFAULT_PLANS, organizations: {}, unauthenticated: DEFAULT_UNAUTHENTICATED_LIMIT }),
   })
   .strict();
 

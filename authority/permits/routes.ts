@@ -6,6 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { isPermitId } from '../../shared/permits/claims.js';
 import type { SharedStore } from '../../shared/store/types.js';
 import { ListPermitsQuery, ListPermitsResponse, PermitIdParams, PermitResponse, RevokePermitRequest } from '../../shared/wire/permits.js';
 import { latestCheckpoint } from '../audit/checkpoints.js';
@@ -54,7 +55,7 @@ export function permitRoutes(app: FastifyInstance, deps: PermitRouteDeps): void 
           status: query.status,
           actorId: query.actor_id,
           actionType: query.action_type,
-          before: query.cursor === undefined ? undefined : toIssuedBefore(decodePageCursor(query.cursor)),
+          before: query.cursor === undefined ? undefined : toIssuedBefore(decodePageCursor(query.cursor, isPermitId)),
           limit: query.limit,
         },
         deps.clock,

@@ -7,6 +7,7 @@ import fc from 'fast-check';
 import t from 'tap';
 import { SCOPES } from '../../shared/wire/scopes.js';
 import { ErrorEnvelope } from '../../shared/wire/envelope.js';
+import { verifyAuditBundle } from '../../authority/audit/verify-bundle.js';
 import { createTestAuthority } from '../helpers/authority.js';
 import { appBackends } from '../helpers/backends.js';
 
@@ -14,7 +15,25 @@ const RUNS = 40;
 
 const CONTENT_TYPES = [undefined, 'application/json', 'application/json; charset=utf-8', 'text/plain', 'application/octet-stream', 'multipart/form-data; boundary=x', 'application/x-www-form-urlencoded'];
 
+/**
+ * JSON text JSON.stringify cannot write: numbers that overflow, lone surrogates and NUL escaped,
+ * nesting past the depth limit (DESIGN: bounded input), spliced into otherwise plausible bodies.
+ */
+const hostileJson = fc.oneof(
+  fc.constantFrom('1e999', '-1e999', '"\\ud800"', '"x\\udfffy"', '"a\\u0000b"', '{"\\u0000":1}'),
+  fc.integer({ min: 30, max: 3000 }).map((depth) => `${'{"n":'.repeat(depth)}1${'}'.repeat(depth)}`),
+  fc.integer({ min: 30, max: 3000 }).map((depth) => `${'['.repeat(depth)}${']'.repeat(depth)}`),
+);
+const hostileBody = fc.oneof(
+  hostileJson.map((value) => `{"action_type":"demo.echo","actor_id":"demo-agent","context":{"environment":"dev","x":${value}}}`),
+  hostileJson.map((value) => `{"name":${value},"scopes":["audit:read"]}`),
+  hostileJson.map((value) => `{"permit_id":"p","summary":${value},"details":${value}}`),
+  hostileJson.map((value) => `{"action":"create","name":"w","url":"https://example.com/","event_types":[${value}]}`),
+  hostileJson,
+);
+
 const body = fc.oneof(
+  hostileBody,
   fc.jsonValue().map((value) => JSON.stringify(value)),
   fc.record({ name: fc.jsonValue(), scopes: fc.array(fc.oneof(fc.constantFrom(...SCOPES), fc.string(), fc.jsonValue())), allowed_cidrs: fc.jsonValue(), expires_at: fc.oneof(fc.string(), fc.date({ noInvalidDate: true }).map((d) => d.toISOString())) }, { requiredKeys: [] }).map((value) => JSON.stringify(value)),
   fc
@@ -189,6 +208,12 @@ t.test('random bodies to every endpoint: never a 5xx, always the envelope', asyn
     );
     t.equal(answered, RUNS, `${method} ${url}: ${RUNS} random bodies, no 5xx, envelopes only`);
   }
+
+  // Whatever was accepted is on the record in a form that exports and verifies offline.
+  const exported = await authority.app.inject({ method: 'POST', url: '/v1/audit/exports', headers: authority.bearer(authority.acmeAdmin) });
+  t.equal(exported.statusCode, 200, 'the organization still exports');
+  const pem = (await authority.app.inject({ method: 'GET', url: '/v1/audit/keys', headers: authority.bearer(authority.acmeAdmin) })).json().keys[0].public_key_pem as string;
+  t.same(verifyAuditBundle(exported.json(), pem).problems, [], `the export of everything accepted verifies (${exported.json().event_count} events)`);
 });
 
 t.test('random credentials and paths: 401/404/405 envelopes, never a 5xx', async (t) => {
