@@ -51,7 +51,7 @@ export interface TestAuthority {
 
 export async function createTestAuthority(
   backend: OpenedBackend,
-  options: { config?: AuthorityConfigInput; clock?: ManualClock; store?: OpenedBackend['store'] } = {},
+  options: { config?: AuthorityConfigInput; clock?: ManualClock; store?: OpenedBackend['store']; logLevel?: 'info' | 'warn' } = {},
 ): Promise<TestAuthority> {
   const clock = options.clock ?? new ManualClock();
   const idp = await createTestIdp();
@@ -103,7 +103,7 @@ export async function createTestAuthority(
     store: options.store ?? backend.store,
     clock,
     metrics,
-    logger: createLogger({ name: 'authority', level: 'info', destination }),
+    logger: createLogger({ name: 'authority', level: options.logLevel ?? 'info', destination }),
     jwt: config.auth.jwt ? await createJwtVerifier(config.auth.jwt) : null,
     keys,
     policies,
