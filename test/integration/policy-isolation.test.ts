@@ -11,20 +11,9 @@ import { setTimeout } from 'node:timers';
 import t from 'tap';
 import { withTestAuthority, type TestAuthority } from '../helpers/authority.js';
 import { appBackends } from '../helpers/backends.js';
+import { oneRulePolicy } from '../helpers/one-rule-policy.js';
 
-const policy = (when: string) => `version: 1
-action_classes:
-  - id: hostile
-    match:
-      action_type: hostile.*
-    actors: ['*']
-    default: allow
-    rules:
-      - id: pattern
-        when: ${JSON.stringify(when)}
-        decision: deny
-        reason: PATTERN
-`;
+const policy = (when: string) => oneRulePolicy(when, { actionPrefix: 'hostile', ruleId: 'pattern', reason: 'PATTERN' });
 
 const HOSTILE_REGEX = `context.s.matches('^(a+)+$') || context.xs.exists(x, x.matches('^(a+)+$'))`;
 const NESTED = 'context.xs.exists(a, context.xs.exists(b, context.xs.exists(c, a == b && b == c)))';

@@ -12,6 +12,7 @@ import { estimateCost, measureShape } from '../../authority/policy/cost.js';
 import { configurePolicyLimits, DEFAULT_POLICY_LIMITS } from '../../authority/policy/limits.js';
 import { BudgetExceededError, metered } from '../../authority/policy/meter.js';
 import type { CompileResult, DecisionInput } from '../../authority/policy/types.js';
+import { oneRulePolicy, toolsInput } from '../helpers/one-rule-policy.js';
 
 const bounds = { list: 1_000, string: 4_096 };
 const costOf = (source: string, at = bounds): number => {
@@ -20,27 +21,8 @@ const costOf = (source: string, at = bounds): number => {
   return estimateCost(compiled.ast as AstNode, at);
 };
 
-const policy = (when: string) => `version: 1
-action_classes:
-  - id: tools
-    match:
-      action_type: tools.*
-    actors: ['*']
-    default: allow
-    rules:
-      - id: check
-        when: ${JSON.stringify(when)}
-        decision: deny
-        reason: CHECKED
-`;
-const input = (context: Record<string, unknown>): DecisionInput => ({
-  action_type: 'tools.run',
-  actor_id: 'a',
-  context,
-  approvals: [],
-  now: new Date('2025-06-02T10:00:00Z'),
-  explain: true,
-});
+const policy = (when: string) => oneRulePolicy(when, { ruleId: 'check', reason: 'CHECKED' });
+const input = (context: Record<string, unknown>): DecisionInput => toolsInput(context, true);
 const ok = (result: CompileResult) => {
   if (!result.ok) throw new Error(JSON.stringify(result.errors));
   return result.policy;

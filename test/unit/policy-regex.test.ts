@@ -10,29 +10,10 @@ import { matchesRe2 } from '../../authority/policy/regex.js';
 import { metered } from '../../authority/policy/meter.js';
 import { configurePolicyLimits } from '../../authority/policy/limits.js';
 import type { CompileResult, DecisionInput } from '../../authority/policy/types.js';
+import { oneRulePolicy, toolsInput } from '../helpers/one-rule-policy.js';
 
-const policy = (when: string) => `version: 1
-action_classes:
-  - id: tools
-    match:
-      action_type: tools.*
-    actors: ['*']
-    default: allow
-    rules:
-      - id: pattern
-        when: ${JSON.stringify(when)}
-        decision: deny
-        reason: PATTERN
-`;
-
-const input = (context: Record<string, unknown>): DecisionInput => ({
-  action_type: 'tools.run',
-  actor_id: 'a',
-  context,
-  approvals: [],
-  now: new Date('2025-06-02T10:00:00Z'),
-  explain: false,
-});
+const policy = (when: string) => oneRulePolicy(when, { ruleId: 'pattern', reason: 'PATTERN' });
+const input = (context: Record<string, unknown>): DecisionInput => toolsInput(context);
 
 const decide = (result: CompileResult, context: Record<string, unknown>) => {
   if (!result.ok) throw new Error(JSON.stringify(result.errors));
