@@ -29,6 +29,7 @@ import type { SigningKeys } from '../signing/keys.js';
 import type { Db } from '../store/db.js';
 import type { GroupCommit } from '../store/group-commit.js';
 import type { Clock } from '../time.js';
+import { decideAsEvaluate } from './decide.js';
 import { ApprovalAlreadyUsedError, checkApprovals, claimApprovals, denyForRefusedApprovals, planHumanApproval, type ApprovalStatus, type OpenedApproval } from './approvals.js';
 import { buildEvaluateResponse } from './response.js';
 import { storeEvaluations, type EvaluationOutcome, type EvaluationWrite } from './store.js';
@@ -114,17 +115,9 @@ async function evaluateOnce(
   const approvalContext = { orgId: org.id, actorId: request.actor_id, bindingHash: bindingHash(org.id, facts) };
   const presented = request.context.approvals ?? [];
   const approvals = presented.length > 0 ? await checkApprovals(deps.db, deps.clock, approvalContext, presented) : { accepted: [], statuses: [] };
-  const decidedByPolicy = policy
-    ? policy.compiled.decide({
-        action_type: request.action_type,
-        actor_id: request.actor_id,
-        context: request.context,
-        approvals: approvals.accepted,
-        now,
-        explain: request.explain === true,
-      })
-    : noPolicyDecision();
-  const decided = denyForRefusedApprovals(decidedByPolicy, approvals.statuses);
+  const decided = policy
+    ? decideAsEvaluate(policy.compiled, request, { ...approvals, now, explain: request.explain === true })
+    : denyForRefusedApprovals(noPolicyDecision(), approvals.statuses);
 
   // The class may bind extra context keys; the binding then covers them too.
   const bound = decided.permit.bind.length > 0 ? bind(request, decided.permit.bind) : { facts, keys: boundKeys };
