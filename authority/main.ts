@@ -88,6 +88,7 @@ export async function startAuthority(config: AuthorityConfig, options: StartOpti
       dataDir: config.data_dir,
       clock,
       bootstrapKey: env.COUNTERSIGN_BOOTSTRAP_KEY || undefined,
+      logger,
       policy: { versions: policies, ...(await readBootstrapPolicy(config.bootstrap_policy)) },
     });
     if (boot?.file) {

@@ -38,6 +38,7 @@ import { verificationStream } from '../shared/permits/store-keys.js';
 import { openCheckedStore } from '../shared/store/open.js';
 import type { SharedStore } from '../shared/store/types.js';
 import { loadProxyConfig, ProxyConfigError, readProxyApiKey, type ProxyConfig } from './config.js';
+import { requireOrganization } from './organization.js';
 import { createExecutionRecords } from './execution-records.js';
 import { createGate, type Gate } from './gate.js';
 import { requestIdOf, sendError } from './http-messages.js';
@@ -90,7 +91,7 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
   const env = options.env ?? process.env;
   const now = options.now ?? Date.now;
   // A bad file at start is the operator's to fix: throw, naming every bad field.
-  const initial = await loadProxyConfig(configFile, env);
+  const initial = requireOrganization(await loadProxyConfig(configFile, env), configFile);
   const ownLogger = options.logger === undefined;
   const logger = options.logger ?? createLogger({ name: 'proxy', level: initial.log_level });
   const apiKey = await readProxyApiKey(initial.authority);
@@ -187,7 +188,7 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
     const reloadOnce = async (): Promise<boolean> => {
       let next: ProxyConfig;
       try {
-        next = await loadProxyConfig(configFile, env);
+        next = requireOrganization(await loadProxyConfig(configFile, env), configFile);
       } catch (error) {
         metrics.recordConfigReload(false, now());
         logger.error({ err: error, file: configFile }, 'configuration reload refused; the last good configuration stays in force');

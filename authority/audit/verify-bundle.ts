@@ -4,7 +4,8 @@
  * optionally a checkpoint kept elsewhere. Each kind of tampering is named, with the sequence it
  * concerns:
  *
- *   signature   the bundle was changed after signing, or another key signed it
+ *   signature   the bundle was changed after signing, another key signed it, or the key set
+ *               holds no key with the bundle's signing_key_id
  *   malformed   not a bundle / not an event (a missing or mistyped field)
  *   modified    an event's contents disagree with its hash, a field outside the payload
  *               disagrees with the payload, or an event was rewritten with a recomputed hash
@@ -16,15 +17,21 @@
  *   head        chain_head_hash is not the hash of the last event
  *   checkpoint  the chain does not reach, or does not agree with, the given checkpoint
  *
+ * The key is one PEM, or a key set (key-set.ts) from which the bundle's and the checkpoint's keys
+ * are each picked by their signing_key_id.
+ *
  * @example
  *   const report = verifyAuditBundle(JSON.parse(text), publicKeyPem, { checkpoint });
+ *   const again = verifyAuditBundle(JSON.parse(text), parseAuditKeySet(keysJson), { checkpoint });
  *   if (!report.ok) for (const p of report.problems) console.log(p.kind, p.sequence, p.message);
  */
-import { createPublicKey, verify, type KeyObject } from 'node:crypto';
 import { canonicalJson } from '../../shared/canonical-json.js';
 import { AUDIT_BUNDLE_SIGNED_FIELDS, AuditCheckpointWire, AuditEventWire, AuditBundle as BundleShape } from '../../shared/wire/audit.js';
 import { computeEventHash } from './chain.js';
+import { signedByProblem, type VerificationKey } from './signatures.js';
 import { GENESIS_HASH } from './types.js';
+
+export { signatureProblem, type VerificationKey } from './signatures.js';
 
 export type ProblemKind = 'signature' | 'malformed' | 'modified' | 'removed' | 'reordered' | 'inserted' | 'count' | 'head' | 'checkpoint';
 
@@ -52,7 +59,7 @@ export interface BundleReport {
 export interface VerifyOptions {
   /** A checkpoint (`{org_id, sequence, head_hash, signed_at, signature, signing_key_id}`) kept apart from the bundle. */
   checkpoint?: unknown;
-  /** The key that signed the checkpoint, when not the bundle's. */
+  /** The key that signed the checkpoint, when not the bundle's (or not in the key set). */
   checkpointPublicKeyPem?: string;
 }
 
@@ -66,26 +73,6 @@ export function bundleSigningText(bundle: Record<(typeof AUDIT_BUNDLE_SIGNED_FIE
 export function checkpointSigningText(checkpoint: { org_id: string; sequence: number; head_hash: string; signed_at: string }): string {
   const { org_id, sequence, head_hash, signed_at } = checkpoint;
   return canonicalJson({ org_id, sequence, head_hash, signed_at });
-}
-
-const ED25519_SIGNATURE = /^[A-Za-z0-9_-]{86}$/;
-
-function ed25519Key(pem: string): KeyObject | string {
-  let key: KeyObject;
-  try {
-    key = createPublicKey(pem);
-  } catch {
-    return 'the public key is not a PEM public key';
-  }
-  return key.asymmetricKeyType === 'ed25519' ? key : `the public key is ${key.asymmetricKeyType ?? 'not'} an Ed25519 key`;
-}
-
-/** null when `signature` (base64url) is a valid Ed25519 signature of `text`, else why not. */
-export function signatureProblem(text: string, signature: unknown, publicKeyPem: string): string | null {
-  const key = ed25519Key(publicKeyPem);
-  if (typeof key === 'string') return key;
-  if (typeof signature !== 'string' || !ED25519_SIGNATURE.test(signature)) return 'the signature is not a base64url Ed25519 signature';
-  return verify(null, Buffer.from(text, 'utf8'), key, Buffer.from(signature, 'base64url')) ? null : 'the signature does not verify';
 }
 
 const isObject = (value: unknown): value is Record<string, unknown> =>
@@ -123,7 +110,7 @@ function recomputedHash(previousHash: string, payload: unknown): string | null {
   }
 }
 
-export function verifyAuditBundle(bundle: unknown, publicKeyPem: string, options: VerifyOptions = {}): BundleReport {
+export function verifyAuditBundle(bundle: unknown, key: VerificationKey, options: VerifyOptions = {}): BundleReport {
   const problems: BundleProblem[] = [];
   const add = (kind: ProblemKind, sequence: number | null, message: string): void => {
     problems.push({ kind, sequence, message });
@@ -156,9 +143,11 @@ export function verifyAuditBundle(bundle: unknown, publicKeyPem: string, options
   checked.events = rawEvents.length;
   checked.signing_key_id = head.signing_key_id;
 
-  const signature = signatureProblem(bundleSigningText({ ...head, events: rawEvents }), head.signature, publicKeyPem);
-  if (signature !== null) {
-    add('signature', null, `${signature} (signing_key_id ${head.signing_key_id}): the bundle was changed after signing, or another key signed it`);
+  const signature = signedByProblem(bundleSigningText({ ...head, events: rawEvents }), head.signature, key, head.signing_key_id);
+  if (signature?.noKey) {
+    add('signature', null, `${signature.message} (or the bundle's signing_key_id was altered)`);
+  } else if (signature !== null) {
+    add('signature', null, `${signature.message} (signing_key_id ${head.signing_key_id}): the bundle was changed after signing, or another key signed it`);
   }
 
   // Each event on its own: shape, hash, and agreement between its outer fields and its payload.
@@ -250,7 +239,7 @@ export function verifyAuditBundle(bundle: unknown, publicKeyPem: string, options
   }
 
   if (options.checkpoint !== undefined) {
-    checked.checkpoint = checkCheckpoint(options.checkpoint, options.checkpointPublicKeyPem ?? publicKeyPem, head.org_id, unique, add);
+    checked.checkpoint = checkCheckpoint(options.checkpoint, options.checkpointPublicKeyPem ?? key, head.org_id, unique, add);
   }
   return finish();
 }
@@ -371,7 +360,7 @@ function describeRange(from: number, to: number): string {
 
 function checkCheckpoint(
   value: unknown,
-  publicKeyPem: string,
+  key: VerificationKey,
   orgId: string,
   unique: readonly ChainItem[],
   add: Add,
@@ -382,9 +371,13 @@ function checkCheckpoint(
     return 'failed';
   }
   const checkpoint = parsed.data;
-  const bad = signatureProblem(checkpointSigningText(checkpoint), checkpoint.signature, publicKeyPem);
+  const bad = signedByProblem(checkpointSigningText(checkpoint), checkpoint.signature, key, checkpoint.signing_key_id);
+  if (bad?.noKey) {
+    add('checkpoint', checkpoint.sequence, `the checkpoint cannot be checked: ${bad.message}`);
+    return 'failed';
+  }
   if (bad !== null) {
-    add('checkpoint', checkpoint.sequence, `the checkpoint's ${bad} (signing_key_id ${checkpoint.signing_key_id}); it cannot be relied on`);
+    add('checkpoint', checkpoint.sequence, `the checkpoint's ${bad.message} (signing_key_id ${checkpoint.signing_key_id}); it cannot be relied on`);
     return 'failed';
   }
   if (checkpoint.org_id !== orgId) {

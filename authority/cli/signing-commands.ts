@@ -3,6 +3,16 @@
  * it signs from `publish_before_use_seconds` later, and the old key stays published until every
  * permit it signed has expired. Runs against the database like the other admin commands (all
  * replicas pick the new key up by themselves).
+ *
+ * Before anything is written it opens every private key in use (signing now or about to) with
+ * the secret key in the environment (COUNTERSIGN_SECRET_KEY, or the embedded data directory's
+ * secret.key): a new key sealed under another secret than the authority's would leave the
+ * authority unable to sign with it. A secret that does not open them fails with
+ * SECRET_KEY_MISMATCH (exit 1) and changes nothing.
+ *
+ * @example
+ *   COUNTERSIGN_SECRET_KEY=… countersign keys rotate-signing --purpose audit
+ *   # {"kid": "…", "purpose": "audit", "activates_at": "…", "published": ["…", "…"]}
  */
 import { parseArgs } from 'node:util';
 import { loadAuthorityConfig } from '../config.js';

@@ -1,13 +1,20 @@
 /**
  * First start on an empty database: create organization `default` and an admin API key holding
- * every scope. The key is written to `<data dir>/bootstrap.json` (mode 0600) and never logged;
- * an automated install can supply it instead in COUNTERSIGN_BOOTSTRAP_KEY, and then no file is
- * written. Replicas starting together bootstrap once: the check runs under an advisory lock.
+ * every scope. The key is written to `<data dir>/bootstrap.json` (mode 0600) with the database it
+ * belongs to, and never logged; an automated install can supply it instead in
+ * COUNTERSIGN_BOOTSTRAP_KEY, and then no file is written. Replicas starting together bootstrap
+ * once: the check runs under an advisory lock.
+ *
+ * An existing bootstrap.json is never overwritten: it holds the admin key of another database
+ * (the embedded one, before DATABASE_URL pointed at an empty Postgres, say), which would be lost.
+ * The new key then goes to `bootstrap-<time>.json` beside it, and a warning names both files and
+ * both databases.
  *
  * @example
- *   const result = await bootstrap(db, { dataDir: '.countersign', clock });
- *   result?.file; // '.countersign/bootstrap.json'
+ *   const result = await bootstrap(db, { dataDir: '.countersign', clock, logger });
+ *   result?.file; // '.countersign/bootstrap.json', or '.countersign/bootstrap-20261125T101500Z.json'
  */
+import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile, chmod } from 'node:fs/promises';
 import { extname, join, resolve } from 'node:path';
 import { SCOPES } from '../../shared/wire/scopes.js';
@@ -27,6 +34,10 @@ export interface BootstrapOptions {
   bootstrapKey?: string | undefined;
   /** The policy organization `default` starts with (config/policies/default.yaml unless configured). */
   policy?: { versions: PolicyVersions; source: string; format: PolicyFormat } | undefined;
+  /** Which database this is (never with its password); derived from `db` when not given. */
+  database?: string | undefined;
+  /** Told when bootstrap.json was kept and the new key went to another file. */
+  logger?: { warn(fields: Record<string, unknown>, message: string): void } | undefined;
 }
 
 /** The bootstrap policy's text: the configured file, or the example shipped with the package. */
@@ -40,10 +51,65 @@ export interface BootstrapResult {
   apiKeyId: string;
   /** Where the key was written; null when it came from COUNTERSIGN_BOOTSTRAP_KEY. */
   file: string | null;
+  /** The existing bootstrap.json, left as it was, when the key went to another file. */
+  kept: string | null;
+}
+
+/**
+ * The database as bootstrap.json and the messages name it: `embedded:<data dir>` or
+ * `postgres://user@host:port/name` as the server reports itself (no password in either).
+ */
+export async function describeDatabase(db: Db, dataDir: string): Promise<string> {
+  if (db.kind === 'pglite') return `embedded:${resolve(dataDir)}`;
+  const [row] = await db.query<{ name: string; user: string; host: string | null; port: number | null }>(
+    'SELECT current_database() AS name, current_user AS user, host(inet_server_addr()) AS host, inet_server_port() AS port',
+  );
+  if (!row) return 'postgres';
+  const where = row.host === null ? 'local-socket' : `${row.host.includes(':') ? `[${row.host}]` : row.host}:${row.port ?? 5432}`;
+  return `postgres://${row.user}@${where}/${row.name}`;
+}
+
+/** Writes `body` to `file` unless it exists; false when it does. */
+async function writeNew(file: string, body: string): Promise<boolean> {
+  try {
+    await writeFile(file, body, { mode: 0o600, flag: 'wx' });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw error;
+  }
+  await chmod(file, 0o600);
+  return true;
+}
+
+/** The database an existing bootstrap file records, for the warning. */
+async function recordedDatabase(file: string): Promise<string> {
+  try {
+    const recorded = (JSON.parse(await readFile(file, 'utf8')) as { database?: unknown }).database;
+    if (typeof recorded === 'string') return recorded;
+  } catch {
+    // Unreadable or not JSON: still not ours to overwrite.
+  }
+  return 'not recorded';
+}
+
+/** Writes the admin key: bootstrap.json when free, else a new bootstrap-<time>.json beside it. */
+async function writeBootstrapFile(dataDir: string, content: object, clock: Clock): Promise<{ file: string; kept: string | null }> {
+  await mkdir(dataDir, { recursive: true, mode: 0o700 });
+  const body = `${JSON.stringify(content, null, 2)}\n`;
+  const primary = resolve(join(dataDir, 'bootstrap.json'));
+  if (await writeNew(primary, body)) return { file: primary, kept: null };
+  const stamp = new Date(clock.now()).toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
+  for (const suffix of ['', ...Array.from({ length: 3 }, () => `-${randomBytes(3).toString('hex')}`)]) {
+    const file = resolve(join(dataDir, `bootstrap-${stamp}${suffix}.json`));
+    if (await writeNew(file, body)) return { file, kept: primary };
+  }
+  throw new Error(`cannot find a free file name for the bootstrap key in ${dataDir}`);
 }
 
 /** Bootstraps an empty database; resolves null when organizations already exist. */
 export async function bootstrap(db: Db, options: BootstrapOptions): Promise<BootstrapResult | null> {
+  // Outside the transaction: the embedded database has a single connection.
+  const database = options.database ?? (await describeDatabase(db, options.dataDir));
   return db.transaction(async (tx) => {
     await tx.query('SELECT pg_advisory_xact_lock($1)', [BOOTSTRAP_LOCK]);
     const existing = await tx.query('SELECT 1 FROM organizations LIMIT 1');
@@ -58,16 +124,19 @@ export async function bootstrap(db: Db, options: BootstrapOptions): Promise<Boot
       const { versions, source, format } = options.policy;
       await versions.put(tx, { orgId: org.id, source, format, createdBy: 'bootstrap', requestId: null });
     }
-    let file: string | null = null;
-    if (options.bootstrapKey === undefined) {
-      // Written before the commit: if the file cannot be written, nothing is created and the
-      // next start tries again, rather than leaving an admin key nobody has.
-      await mkdir(options.dataDir, { recursive: true, mode: 0o700 });
-      file = resolve(join(options.dataDir, 'bootstrap.json'));
-      const body = `${JSON.stringify({ organization_id: org.id, api_key: secret }, null, 2)}\n`;
-      await writeFile(file, body, { mode: 0o600 });
-      await chmod(file, 0o600);
+    if (options.bootstrapKey !== undefined) return { organizationId: org.id, apiKeyId: key.id, file: null, kept: null };
+    // Written before the commit: if the file cannot be written, nothing is created and the
+    // next start tries again, rather than leaving an admin key nobody has.
+    const { file, kept } = await writeBootstrapFile(options.dataDir, { organization_id: org.id, api_key: secret, database }, options.clock);
+    if (kept !== null) {
+      const keptDatabase = await recordedDatabase(kept);
+      options.logger?.warn(
+        { file, kept, database, kept_database: keptDatabase },
+        `${kept} was kept: it holds the admin key of another database (${keptDatabase}), or of this one before it was emptied. ` +
+          `This database (${database}) was empty, so organization "default" was created again; its admin API key is in ${file}. ` +
+          'Each key works only against its own database.',
+      );
     }
-    return { organizationId: org.id, apiKeyId: key.id, file };
+    return { organizationId: org.id, apiKeyId: key.id, file, kept };
   });
 }

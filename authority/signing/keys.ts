@@ -51,6 +51,11 @@ export class KeyRotationError extends Error {
   readonly code = 'KEY_ROTATION_REFUSED';
 }
 
+/** The configured secret key cannot open the private keys the database holds. */
+export class SecretKeyMismatchError extends Error {
+  readonly code = 'SECRET_KEY_MISMATCH';
+}
+
 interface KeyRow {
   kid: string;
   purpose: KeyPurpose;
@@ -105,6 +110,41 @@ export class SigningKeys {
       const existing = await tx.query("SELECT 1 FROM signing_keys WHERE purpose = $1 AND source = 'generated' LIMIT 1", [purpose]);
       if (existing.length === 0) await this.insertGenerated(tx, purpose, new Date(this.clock.now()));
     });
+  }
+
+  /**
+   * Opens, with the secret key in use, every private key that signs now or will (of every
+   * purpose: retired keys are never opened again); throws SecretKeyMismatchError naming those
+   * that do not open. Checked before anything writes a key and when the authority starts: a key
+   * sealed under another secret would fail every export, checkpoint or permit it should sign,
+   * long after the change that caused it.
+   */
+  async checkSealed(): Promise<void> {
+    const rows = await this.db.query<Pick<KeyRow, 'kid' | 'purpose' | 'private_key_encrypted'>>(
+      `SELECT kid, purpose, private_key_encrypted FROM signing_keys
+        WHERE private_key_encrypted IS NOT NULL AND (retired_at IS NULL OR retired_at > $1) ORDER BY purpose, activates_at`,
+      [new Date(this.clock.now())],
+    );
+    const unopened = rows.filter((row) => {
+      try {
+        createPrivateKey(this.box.open(row.private_key_encrypted as string));
+        return false;
+      } catch {
+        return true;
+      }
+    });
+    if (unopened.length === 0) return;
+    const which = unopened.map((row) => `${row.purpose} ${row.kid}`).join(', ');
+    const mixed =
+      unopened.length < rows.length
+        ? ' The others do open: these keys were sealed under two different secrets (a rotation run with another secret). ' +
+          'Once the newest key of each purpose has activated, the older ones retire and only the secret that sealed the newest is needed.'
+        : '';
+    throw new SecretKeyMismatchError(
+      `the secret key does not open ${unopened.length} of the ${rows.length} signing keys in use (${which}): ` +
+        "COUNTERSIGN_SECRET_KEY must be the secret the authority runs with (in embedded mode, the data directory's secret.key); nothing was changed." +
+        mixed,
+    );
   }
 
   /** The key that signs now (the newest generated key whose activation has come). */

@@ -1,6 +1,12 @@
 /**
  * Opens the signing keys as configured: the secret key (COUNTERSIGN_SECRET_KEY, or the embedded
- * data directory's secret.key), key files when given, generated keys otherwise.
+ * data directory's secret.key), key files when given, generated keys otherwise. Refuses
+ * (SECRET_KEY_MISMATCH) when the secret key cannot open the stored keys, so neither the authority
+ * nor `keys rotate-signing` runs with a secret other than the one the keys were sealed with.
+ *
+ * @example
+ *   const box = await openSecretBox(config);
+ *   const keys = await openSigning(db, box, config, systemClock); // throws SECRET_KEY_MISMATCH on a wrong secret
  */
 import type { AuthorityConfig } from '../config.js';
 import { ConfigError } from '../config.js';
@@ -23,6 +29,8 @@ export async function openSigning(db: Db, box: SecretBox, config: AuthorityConfi
     publishBeforeUseMs: config.signing.publish_before_use_seconds * 1000,
     files: { permit: config.signing.permit_key_files, audit: config.signing.audit_key_files },
   });
+  // Before ensure() can write: a key sealed under a second secret would split the set.
+  await keys.checkSealed();
   await keys.ensure('permit');
   await keys.ensure('audit');
   return keys;

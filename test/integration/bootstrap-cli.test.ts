@@ -29,7 +29,8 @@ for (const backend of dbBackends()) {
     t.equal(result?.file, file);
     t.equal((await stat(file)).mode & 0o777, 0o600, 'bootstrap.json is readable by its owner only');
     const written = JSON.parse(await readFile(file, 'utf8'));
-    t.same(Object.keys(written).sort(), ['api_key', 'organization_id']);
+    t.same(Object.keys(written).sort(), ['api_key', 'database', 'organization_id']);
+    t.match(written.database, backend.name === 'pglite' ? `embedded:${dataDir}` : /^postgres:\/\/[^:@]+@[^/]+\/countersign_test_/, 'it names its database, without a password');
     t.match(written.api_key, /^ask_test_[A-Za-z0-9]{40}$/);
 
     const org = await findOrganization(db, 'default');
@@ -39,6 +40,48 @@ for (const backend of dbBackends()) {
     t.equal(key?.org.name, 'default');
 
     t.equal(await bootstrap(db, { dataDir, clock }), null, 'a second start changes nothing');
+  });
+
+  t.test(`an existing bootstrap.json is never overwritten: a second, empty database on the same data directory (${backend.name}) gets its own file`, async (t) => {
+    const embedded = await dbBackends()[0]!.open();
+    t.teardown(embedded.cleanup);
+    const { db, cleanup } = await backend.open();
+    t.teardown(cleanup);
+    const dataDir = await mkdtemp(join(tmpdir(), 'countersign-boot-'));
+    const clock = new ManualClock();
+    const warnings: Array<{ fields: Record<string, unknown>; message: string }> = [];
+    const logger = { warn: (fields: Record<string, unknown>, message: string) => void warnings.push({ fields, message }) };
+
+    const first = await bootstrap(embedded.db, { dataDir, clock, logger });
+    const file = join(dataDir, 'bootstrap.json');
+    const before = await readFile(file, 'utf8');
+    t.equal(first?.kept, null);
+    t.same(warnings, [], 'the first bootstrap warns about nothing');
+
+    // DATABASE_URL now points at an empty database; the data directory stays the same.
+    const second = await bootstrap(db, { dataDir, clock, logger });
+    t.equal(await readFile(file, 'utf8'), before, 'bootstrap.json is left as it was');
+    t.equal(second?.kept, file);
+    t.match(second?.file, /bootstrap-\d{8}T\d{6}Z\.json$/, 'the new key goes to a file of its own');
+    t.not(second?.file, file);
+    t.equal((await stat(second!.file!)).mode & 0o777, 0o600, 'readable by its owner only');
+    const written = JSON.parse(await readFile(second!.file!, 'utf8'));
+    t.equal(written.organization_id, second?.organizationId);
+    t.ok(await findApiKeyBySecret(db, written.api_key), 'the new file holds the admin key of the new database');
+    t.ok(await findApiKeyBySecret(embedded.db, JSON.parse(before).api_key), 'and the old key still opens the old one');
+
+    t.equal(warnings.length, 1, 'one warning');
+    const [warning] = warnings;
+    t.match(warning?.message, file, 'naming the file kept');
+    t.match(warning?.message, second!.file!, 'and the new one');
+    t.match(warning?.message, `another database (embedded:${dataDir})`, 'and the database the kept file belongs to');
+    t.match(warning?.fields, { file: second?.file, kept: file, kept_database: `embedded:${dataDir}` });
+    t.notOk(JSON.stringify(warning).includes(written.api_key), 'without the secret');
+
+    const another = await dbBackends()[0]!.open();
+    t.teardown(another.cleanup);
+    const third = await bootstrap(another.db, { dataDir, clock, logger });
+    t.not(third?.file, second?.file, 'a third database in the same second gets yet another file');
   });
 
   t.test(`bootstrap with COUNTERSIGN_BOOTSTRAP_KEY on ${backend.name}`, async (t) => {

@@ -8,11 +8,13 @@ import { mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
+import { runSigningCommand } from '../../authority/cli/signing-commands.js';
 import { parseAuthorityConfig } from '../../authority/config.js';
 import { SigningKeys } from '../../authority/signing/keys.js';
-import { openSecretBox } from '../../authority/signing/open.js';
+import { openSecretBox, openSigning } from '../../authority/signing/open.js';
+import { openDb } from '../../authority/store/open.js';
 import { embeddedSecretKey, parseSecretKey, SecretBox } from '../../authority/signing/secret-box.js';
-import { dbBackends } from '../helpers/db.js';
+import { dbBackends, type OpenedDb } from '../helpers/db.js';
 import { ManualClock } from '../helpers/clock.js';
 
 t.test('sealed secrets open only with their key and unaltered', async (t) => {
@@ -97,5 +99,84 @@ for (const backend of dbBackends()) {
     t.equal(rows.length, 1);
     t.match(rows[0]?.private_key_encrypted, /^v1\./, 'the private key is sealed');
     t.notMatch(rows[0]?.private_key_encrypted, /PRIVATE KEY/);
+  });
+}
+
+/**
+ * Where `keys rotate-signing` runs: Postgres at the test database's URL, or the embedded database
+ * of a fresh data directory (counted by opening it between commands, as the CLI does).
+ */
+async function rotateTarget(name: 'pglite' | 'postgres', opened: OpenedDb): Promise<{ config: string; env: NodeJS.ProcessEnv; countKeys(): Promise<number> }> {
+  const dir = await mkdtemp(join(tmpdir(), 'cs-rotate-'));
+  const config = join(dir, 'authority.yaml');
+  await writeFile(config, `data_dir: ${join(dir, 'data')}\n`);
+  const count = async (db: Pick<OpenedDb['db'], 'query'>) => Number((await db.query<{ n: string }>('SELECT count(*) AS n FROM signing_keys'))[0]?.n);
+  if (name === 'postgres') return { config, env: { DATABASE_URL: opened.url }, countKeys: () => count(opened.db) };
+  return {
+    config,
+    env: {},
+    countKeys: async () => {
+      const db = await openDb({ dataDir: join(dir, 'data') });
+      try {
+        return await count(db);
+      } finally {
+        await db.close();
+      }
+    },
+  };
+}
+
+for (const backend of dbBackends()) {
+  t.test(`keys rotate-signing refuses a secret key that does not open the stored keys, and writes nothing, on ${backend.name}`, async (t) => {
+    const opened = await backend.open();
+    t.teardown(opened.cleanup);
+    const target = await rotateTarget(backend.name, opened);
+    const right = randomBytes(32).toString('base64');
+    const wrong = randomBytes(32).toString('base64');
+    const rotate = async (secret: string, ...argv: string[]) => {
+      const lines: string[] = [];
+      await runSigningCommand([...argv, '--config', target.config], { out: (line) => lines.push(line), env: { ...target.env, COUNTERSIGN_SECRET_KEY: secret } });
+      return JSON.parse(lines.join('\n')) as { kid: string; published: string[] };
+    };
+
+    const first = await rotate(right);
+    const before = await target.countKeys();
+    t.equal(before, 3, 'a permit and an audit key were made, and the permit key rotated');
+
+    for (const purpose of ['permit', 'audit']) {
+      await t.rejects(
+        rotate(wrong, '--purpose', purpose),
+        { code: 'SECRET_KEY_MISMATCH', message: /does not open 3 of the 3 signing keys in use.*COUNTERSIGN_SECRET_KEY must be the secret the authority runs with/ },
+        `a wrong secret is refused (--purpose ${purpose})`,
+      );
+      t.equal(await target.countKeys(), before, 'and no key was written');
+    }
+
+    const second = await rotate(right, '--purpose', 'audit');
+    t.equal(await target.countKeys(), before + 1, 'the right secret adds the new key');
+    t.not(second.kid, first.kid);
+    t.equal(second.published.length, 2, 'the new audit key is published beside the old one');
+  });
+
+  t.test(`the authority's signing keys do not open under a secret other than the one that sealed them on ${backend.name}`, async (t) => {
+    const { db, cleanup } = await backend.open();
+    t.teardown(cleanup);
+    const clock = new ManualClock();
+    const config = parseAuthorityConfig({});
+    const right = new SecretBox(randomBytes(32));
+    await openSigning(db, right, config, clock);
+    // What startAuthority calls: a mismatched secret stops the start instead of failing every export later.
+    await t.rejects(openSigning(db, new SecretBox(randomBytes(32)), config, clock), { code: 'SECRET_KEY_MISMATCH' });
+
+    // A set already split across two secrets (a rotation run with another one) is named as such.
+    const other = new SecretBox(randomBytes(32));
+    await new SigningKeys(db, other, clock, { publishBeforeUseMs: 60_000 }).rotate('audit');
+    await t.rejects(openSigning(db, right, config, clock), { code: 'SECRET_KEY_MISMATCH', message: /does not open 1 of the 3 .*sealed under two different secrets/ });
+    await t.rejects(openSigning(db, other, config, clock), { code: 'SECRET_KEY_MISMATCH' }, 'neither secret opens the keys in use while both sign or will');
+    // Retired keys are never opened again: once the new audit key has activated, the old one does not count.
+    clock.advance(60_000);
+    await t.rejects(openSigning(db, right, config, clock), { code: 'SECRET_KEY_MISMATCH', message: /does not open 1 of the 2 signing keys in use \(audit / });
+    await new SigningKeys(db, other, clock, { publishBeforeUseMs: 0 }).rotate('permit');
+    await t.resolves(openSigning(db, other, config, clock), 'once every key in use is sealed under one secret, it opens them');
   });
 }

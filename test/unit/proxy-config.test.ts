@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { loadProxyConfig, parseProxyConfig, ProxyConfigError, readProxyApiKey } from '../../proxy/config.js';
+import { PLACEHOLDER_ORGANIZATION, requireOrganization } from '../../proxy/organization.js';
 
 const tempFile = async (name: string, text: string) => {
   const file = join(await mkdtemp(join(tmpdir(), 'cs-proxy-config-')), name);
@@ -105,6 +106,18 @@ t.test('the example config/proxy.yaml is valid', async (t) => {
     { kind: 'single', name: 'environment', source: { kind: 'const', value: 'dev' } },
     { kind: 'target', name: 'target', type: { kind: 'const', value: 'demo' }, id: { kind: 'path', name: 'id', as: 'string' } },
   ]);
+});
+
+t.test("the example's placeholder organization is refused where the proxy starts and reloads, and COUNTERSIGN_PROXY_ORGANIZATION replaces it", async (t) => {
+  const example = await loadProxyConfig('config/proxy.yaml', {});
+  t.equal(example.organization, PLACEHOLDER_ORGANIZATION, 'the file parses (countersign start checks it before it knows the id)');
+  t.throws(
+    () => requireOrganization(example, 'config/proxy.yaml'),
+    { code: 'PROXY_CONFIG_INVALID', message: /^config\/proxy\.yaml is invalid:\n {2}organization: still the placeholder .*set organization \(or COUNTERSIGN_PROXY_ORGANIZATION\)/ },
+    'the error says what to set',
+  );
+  const withOrg = await loadProxyConfig('config/proxy.yaml', { COUNTERSIGN_PROXY_ORGANIZATION: '3f0c0000-0000-4000-8000-000000000001' });
+  t.equal(requireOrganization(withOrg, 'config/proxy.yaml'), withOrg, 'a real organization passes unchanged');
 });
 
 t.test('the commented payments route of the example is valid too', async (t) => {
