@@ -2,7 +2,7 @@
  * Forwarding one request to the upstream on undici's lowest level, `dispatch`: the upstream's
  * answer is written straight into the client's response as it arrives, with no Readable, no
  * `stream.pipeline` and no AbortController per request in between. The benchmark chose it over
- * http-proxy-3 and undici's `request` (README, Performance → Proxy): it spends about half their
+ * http-proxy-3 and undici's `request` (docs/performance.md): it spends about half their
  * CPU per request.
  *
  * - Backpressure: when the client reads slowly, the upstream is paused until the response drains.

@@ -78,7 +78,7 @@ export async function renderMetricsReference(): Promise<string> {
 Countersign exports Prometheus metrics on the admin port of each process, at \`GET /metrics\`:
 the authority on its admin listener (7071 in the chart, scraped by the chart's ServiceMonitor), the
 proxy on its admin listener (port \`cs-proxy-admin\`, 7081, in the sidecar; scraped by a PodMonitor,
-see the [operator's guide](operator-guide.md#metrics-and-dashboards)).
+see the [operator's guide](operations.md#metrics-and-dashboards)).
 
 Labels carry route names or templates, outcomes, reasons and buckets only: never raw URLs, request
 ids or permit ids. Histograms have the usual \`_bucket\` (with \`le\`), \`_sum\` and \`_count\` series;
