@@ -31,6 +31,7 @@ import { installDrainAnswer } from './http/drain.js';
 import { answerFrameworkError, installErrorHandling } from './http/errors.js';
 import { installGuard } from './http/guard.js';
 import type { AuthorityMetrics } from './metrics.js';
+import { registerOpenApi } from './openapi/document.js';
 import { PublishedKeyResolver } from './permits/key-resolver.js';
 import { ReplayEpochs } from './permits/replay-epochs.js';
 import { permitRoutes } from './permits/routes.js';
@@ -113,6 +114,9 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
     limiter: new RateLimiter(deps.store, deps.config.rate_limits, deps.clock),
     metrics: deps.metrics,
   });
+
+  // Before any route: the OpenAPI plugin collects the routes as they are declared.
+  await registerOpenApi(app);
 
   const keyResolver = new PublishedKeyResolver(deps.keys, deps.clock);
   // Postgres: while one batch holds its organizations' chain heads, the next ones insert their

@@ -10,11 +10,12 @@
  *   auditRoutes(app, { db, keys: auditKeysFrom(signingKeys), clock });
  *   // GET /v1/audit/events?type=permit.issued&limit=100  →  {events, next_cursor, total}
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { CountersignError } from '../../shared/errors.js';
 import { AuditBundle, AuditEventsQuery, AuditEventsResponse, AuditExportRequest, AuditKeysResponse } from '../../shared/wire/audit.js';
 import type { Principal } from '../auth/principal.js';
+import { emptyBodyIsNoBody } from '../http/optional-body.js';
 import type { Db } from '../store/db.js';
 import type { Clock } from '../time.js';
 import { auditEventToWire, listAuditEvents, parseAuditCursor } from './events.js';
@@ -25,17 +26,6 @@ export interface AuditRouteDeps {
   db: Db;
   keys: AuditKeys;
   clock: Clock;
-}
-
-/**
- * `POST …/exports` with no body at all means "the whole chain". fastify refuses an empty body
- * declared as JSON before any schema runs, so such a request is treated as one without a body
- * (which fastify hands over as null).
- */
-async function emptyBodyIsNoBody(request: FastifyRequest): Promise<void> {
-  const length = request.headers['content-length'];
-  const noBody = length === '0' || (length === undefined && request.headers['transfer-encoding'] === undefined);
-  if (noBody) delete request.headers['content-type'];
 }
 
 export function auditRoutes(app: FastifyInstance, { db, keys, clock }: AuditRouteDeps): void {

@@ -12,6 +12,7 @@ import { ListPermitsQuery, ListPermitsResponse, PermitIdParams, PermitResponse, 
 import { latestCheckpoint } from '../audit/checkpoints.js';
 import { auditEventToWire, listAuditEvents } from '../audit/events.js';
 import type { Principal } from '../auth/principal.js';
+import { emptyBodyIsNoBody } from '../http/optional-body.js';
 import { decodePageCursor, encodePageCursor, type PagePosition } from '../http/page-cursor.js';
 import type { AuthorityMetrics } from '../metrics.js';
 import type { Db } from '../store/db.js';
@@ -80,7 +81,7 @@ export function permitRoutes(app: FastifyInstance, deps: PermitRouteDeps): void 
 
   routes.post(
     '/v1/permits/:id/revoke',
-    { config: { access: 'permits:write' }, schema: { params: PermitIdParams, body: RevokePermitRequest.optional(), response: { 200: PermitResponse } } },
+    { config: { access: 'permits:write' }, schema: { params: PermitIdParams, body: RevokePermitRequest.nullish(), response: { 200: PermitResponse } }, onRequest: emptyBodyIsNoBody },
     async (request) => {
       const principal = request.principal as Principal;
       const permit = await revokePermit(deps, principal, request.params.id, request.body?.reason ?? null, request.id);

@@ -1,8 +1,8 @@
 /**
- * `POST /v1-verify-permit` (and `/functions/v1/v1-verify-permit`), scope `verify:execute`: the
- * shared verification core with the shared store for consume-once. Always HTTP 200 for a verdict;
- * every verification, accepted or refused, becomes an audit event (permit.verified /
- * permit.rejected) before the answer leaves.
+ * `POST /v1/verify-permit` (and the SDK's `/v1-verify-permit`, `/functions/v1/v1-verify-permit`),
+ * scope `verify:execute`: the shared verification core with the shared store for consume-once.
+ * Always HTTP 200 for a verdict; every verification, accepted or refused, becomes an audit event
+ * (permit.verified / permit.rejected) before the answer leaves.
  */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
@@ -19,6 +19,9 @@ import type { Db } from '../store/db.js';
 import type { Clock } from '../time.js';
 import type { PublishedKeyResolver } from './key-resolver.js';
 import { getPermit, markConsumed } from './permits.js';
+
+/** The slash path first; the function-style aliases are the SDK's. */
+export const VERIFY_PERMIT_PATHS = ['/v1/verify-permit', '/v1-verify-permit', '/functions/v1/v1-verify-permit'] as const;
 
 export interface VerifyRouteDeps {
   db: Db;
@@ -109,7 +112,7 @@ export function verifyRoutes(app: FastifyInstance, deps: VerifyRouteDeps): void 
     };
   };
 
-  for (const url of ['/v1-verify-permit', '/functions/v1/v1-verify-permit']) {
+  for (const url of VERIFY_PERMIT_PATHS) {
     routes.post(
       url,
       {

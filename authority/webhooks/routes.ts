@@ -1,7 +1,8 @@
 /**
- * `POST /v1-webhooks` (and `/functions/v1/v1-webhooks`), scope `webhooks:write` (the key's IP
- * allowlist applies, as everywhere): one endpoint, the operation chosen by `action`. Request and
- * response shapes are in shared/wire/webhooks.ts; every action answers 200.
+ * `POST /v1/webhooks` (and the SDK's `/v1-webhooks`, `/functions/v1/v1-webhooks`), scope
+ * `webhooks:write` (the key's IP allowlist applies, as everywhere): one endpoint, the operation
+ * chosen by `action`. Request and response shapes are in shared/wire/webhooks.ts; every action
+ * answers 200.
  *
  * Subscriptions and deliveries are confined to the caller's organization: another
  * organization's id is 404. A duplicate name is 409, a URL without http(s) or naming a private
@@ -39,7 +40,8 @@ export interface WebhookRouteDeps {
   secrets: SecretBox;
 }
 
-export const WEBHOOK_PATHS = ['/v1-webhooks', '/functions/v1/v1-webhooks'] as const;
+/** The slash path first; the function-style aliases are the SDK's. */
+export const WEBHOOK_PATHS = ['/v1/webhooks', '/v1-webhooks', '/functions/v1/v1-webhooks'] as const;
 
 export function webhookRoutes(app: FastifyInstance, deps: WebhookRouteDeps): void {
   const routes = app.withTypeProvider<ZodTypeProvider>();

@@ -1,7 +1,8 @@
 /**
  * A complete authority app for tests, over a given backend, with two organizations (`acme`, a
  * test organization, and `globex`), an admin key in each, a throwaway identity provider, a manual
- * clock and captured log lines.
+ * clock and captured log lines. Every answer of its `app.inject` is checked against the OpenAPI
+ * document (`openApiProblems`; withTestAuthority asserts there are none).
  *
  * @example
  *   const authority = await createTestAuthority(await backend.open());
@@ -9,8 +10,9 @@
  */
 import { Writable } from 'node:stream';
 import { randomBytes } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import { buildAuthorityApp } from '../../authority/app.js';
+import { openApiDocument } from '../../authority/openapi/document.js';
 import { createApiKey } from '../../authority/api-keys/keys.js';
 import { createJwtVerifier } from '../../authority/auth/jwt.js';
 import { parseAuthorityConfig, type AuthorityConfigInput } from '../../authority/config.js';
@@ -26,6 +28,7 @@ import type { Test } from 'tap';
 import type { AppBackend, OpenedBackend } from './backends.js';
 import { ManualClock } from './clock.js';
 import { createTestIdp, TEST_AUDIENCE, TEST_ISSUER, type TestIdp } from './jwt.js';
+import { OpenApiResponses } from './openapi-responses.js';
 
 export interface TestAuthority {
   app: FastifyInstance;
@@ -43,6 +46,8 @@ export interface TestAuthority {
   globexAdmin: string;
   /** Every log line written so far, raw. */
   logs: string[];
+  /** Answers to `app.inject` that the OpenAPI document does not describe (withTestAuthority asserts none). */
+  openApiProblems: string[];
   /** Creates a key in `org` (default acme) and returns its secret. */
   key(scopes: readonly Scope[], options?: { org?: Organization; allowedCidrs?: string[]; expiresAt?: Date }): Promise<string>;
   bearer(token: string): Record<string, string>;
@@ -109,6 +114,7 @@ export async function createTestAuthority(
     policies,
     secrets,
   });
+  const openApiProblems = recordOpenApiProblems(app);
   return {
     app,
     backend,
@@ -123,6 +129,7 @@ export async function createTestAuthority(
     acmeAdmin: await key(SCOPES),
     globexAdmin: await key(SCOPES, { org: globex }),
     logs,
+    openApiProblems,
     key,
     bearer: (token) => ({ authorization: `Bearer ${token}` }),
     close: () => app.close(),
@@ -154,4 +161,46 @@ export async function withTestAuthority(t: Test, backend: AppBackend, fn: (autho
     await opened.cleanup();
   });
   await fn(authority);
+  t.same(authority.openApiProblems, [], 'every answer the test received is one the OpenAPI document describes');
+}
+
+/** One checker per distinct document (self-hosted and hosted differ), so schemas compile once per run. */
+const checkers = new Map<string, OpenApiResponses>();
+
+/**
+ * Checks every answer `app.inject` gives against the app's OpenAPI document
+ * (test/helpers/openapi-responses.ts) and collects the mismatches. Requests to paths the document
+ * has no operation for (unknown paths, HEAD) are not checked.
+ */
+function recordOpenApiProblems(app: FastifyInstance): string[] {
+  const problems: string[] = [];
+  let checker: OpenApiResponses | undefined;
+  const inject = app.inject.bind(app) as (options: InjectOptions | string) => Promise<LightMyRequestResponse>;
+  const checked = async (options: InjectOptions | string): Promise<LightMyRequestResponse> => {
+    // The chained form (`inject().get(…)`) is passed through unchecked.
+    if (options === undefined) return inject(options as never);
+    const response = await inject(options);
+    const method = typeof options === 'string' ? 'GET' : String(options.method ?? 'GET');
+    const url = typeof options === 'string' ? options : typeof options.url === 'string' ? options.url : (options.path as string | undefined);
+    if (url === undefined) return response;
+    if (!checker) {
+      const document = openApiDocument(app);
+      const key = JSON.stringify(document);
+      checker = checkers.get(key) ?? new OpenApiResponses(document);
+      checkers.set(key, checker);
+    }
+    if (checker.locate(method, url) === null) return response;
+    let body: unknown = response.body;
+    if (String(response.headers['content-type'] ?? '').includes('json')) {
+      try {
+        body = JSON.parse(response.body);
+      } catch {
+        // Left as text: the check reports it as a body off the schema.
+      }
+    }
+    problems.push(...checker.check({ method, url, status: response.statusCode, body }));
+    return response;
+  };
+  (app as unknown as { inject: typeof checked }).inject = checked;
+  return problems;
 }

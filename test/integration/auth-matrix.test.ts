@@ -57,18 +57,21 @@ const demo = { action_type: 'demo.echo', actor_id: 'demo-agent', context: { envi
 const ENDPOINTS: Endpoint[] = [
   { method: 'GET', route: '/healthz', url: () => '/healthz', anyOf: null, success: 200 },
   { method: 'GET', route: '/readyz', url: () => '/readyz', anyOf: null, success: 200 },
+  { method: 'GET', route: '/openapi.json', url: () => '/openapi.json', anyOf: null, success: 200 },
   { method: 'GET', route: '/v1/session', url: () => '/v1/session', anyOf: [], only: 'user', success: 200 },
-  { method: 'GET', route: '/v1-api-key-self', url: () => '/v1-api-key-self', anyOf: [], only: 'api_key', success: 200 },
+  ...['/v1/api-key-self', '/v1-api-key-self'].map(
+    (route): Endpoint => ({ method: 'GET', route, url: () => route, anyOf: [], only: 'api_key', success: 200 }),
+  ),
   { method: 'GET', route: '/v1/api-keys', url: () => '/v1/api-keys', anyOf: ['keys:write'], success: 200 },
   { method: 'POST', route: '/v1/api-keys', url: () => '/v1/api-keys', body: () => ({ name: 'matrix', scopes: ['audit:read'] }), anyOf: ['keys:write'], success: 201 },
   { method: 'POST', route: '/v1/api-keys/:id/revoke', url: (f) => `/v1/api-keys/${f.victimKeyId}/revoke`, anyOf: ['keys:write'], acmeResource: true, success: 200 },
   ...['/v1/evaluate', '/v1-evaluate', '/functions/v1/v1-evaluate'].map(
     (route): Endpoint => ({ method: 'POST', route, url: () => route, body: () => demo, anyOf: ['evaluate:write'], success: 200 }),
   ),
-  ...['/v1-verify-permit', '/functions/v1/v1-verify-permit'].map(
+  ...['/v1/verify-permit', '/v1-verify-permit', '/functions/v1/v1-verify-permit'].map(
     (route): Endpoint => ({ method: 'POST', route, url: () => route, body: (f) => ({ permit_token: f.permitToken, ...demo }), anyOf: ['verify:execute'], success: 200 }),
   ),
-  ...['/v1-webhooks', '/functions/v1/v1-webhooks'].map(
+  ...['/v1/webhooks', '/v1-webhooks', '/functions/v1/v1-webhooks'].map(
     (route): Endpoint => ({ method: 'POST', route, url: () => route, body: () => ({ action: 'list' }), anyOf: ['webhooks:write'], success: 200 }),
   ),
   { method: 'GET', route: '/v1/permit-keys', url: () => '/v1/permit-keys', anyOf: ['verify:execute'], success: 200 },

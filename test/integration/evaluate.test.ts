@@ -148,6 +148,14 @@ for (const backend of appBackends()) {
       t.match(await verify(authority, { permit_token: toRevoke.permit_token, ...demo('demo-agent', 'order-11') }), { valid: false, verify_error_code: 'PERMIT_REVOKED' }, 'revocation reaches the gate through the shared store');
       t.equal((await post(authority, `/v1/permits/${fresh.permit_id}/revoke`, {})).statusCode, 409, 'a consumed permit cannot be revoked');
       t.equal((await post(authority, `/v1/permits/${toRevoke.permit_id}/revoke`, {}, authority.globexAdmin)).statusCode, 404, "another organization's permit is not found");
+      const bodiless = await evaluate(authority, demo('demo-agent', 'order-12'));
+      const revokedWithoutBody = await authority.app.inject({
+        method: 'POST',
+        url: `/v1/permits/${bodiless.permit_id}/revoke`,
+        headers: { ...authority.bearer(authority.acmeAdmin), 'content-type': 'application/json' },
+      });
+      t.equal(revokedWithoutBody.statusCode, 200, 'a revoke with no body at all is a revoke without a reason, not a 400');
+      t.equal(revokedWithoutBody.json().permit.status, 'revoked');
 
       const effect = await post(authority, '/v1/effects', { permit_id: fresh.permit_id, status: 'succeeded', summary: 'echoed' });
       t.equal(effect.statusCode, 201);

@@ -1,0 +1,310 @@
+/**
+ * What the OpenAPI document says about each operation that its route's zod schemas cannot:
+ * operation id, summary, prose, the errors particular to it (404, 409) and, where a route
+ * validates by hand or answers without a response schema, the wire schemas that describe it.
+ * Keyed by the canonical route (`METHOD url`, fastify's `:param` form); aliases are derived
+ * (aliases.ts) and never listed here. Who may call an operation comes from the route's
+ * `config.access`, not from here, so the document cannot drift from the guard.
+ *
+ * @example
+ *   OPERATIONS['POST /v1/evaluate'].operationId; // 'evaluate'
+ */
+import { z } from 'zod';
+import { AuditCheckpointWire, AuditEventWire } from '../../shared/wire/audit.js';
+import { EvaluateAgentRequest, EvaluateWireRequest } from '../../shared/wire/evaluate.js';
+import { HealthResponse, ReadinessResponse } from '../../shared/wire/health.js';
+import { PermitRecord } from '../../shared/wire/permits.js';
+
+export const TAGS = {
+  Evaluate: 'Decide whether an action may happen; an allow carries a signed, single-use permit.',
+  Permits: 'Verify permits at the gate, list and revoke them, prove what happened, and report effects.',
+  Approvals: 'Approval requests opened by a `hold` decision, resolved by a person.',
+  Escalations: 'Human-in-the-loop escalations with quorums and approver tiers (self-hosted deployments only).',
+  Policies: 'The organization\'s policy: read, replace and validate.',
+  'API keys': 'Keys for machines, confined to the caller\'s organization and never wider than their creator.',
+  Identity: 'Who the presented credential is.',
+  Webhooks: 'Webhook subscriptions and their deliveries, one endpoint with the operation chosen by `action`.',
+  Audit: 'The tamper-evident audit log: pages of events, signed export bundles, and the keys that verify them.',
+  Service: 'Health probes and this document; no credential needed.',
+} as const;
+export type Tag = keyof typeof TAGS;
+
+export interface OperationDoc {
+  operationId: string;
+  summary: string;
+  tag: Tag;
+  /** Markdown; the scope, aliases and rate limit are appended from the route itself. */
+  description: string;
+  /** The meaning of the success answer. */
+  success: string;
+  /** Error statuses particular to this operation, beyond those every guarded route can answer. */
+  errors?: Readonly<Partial<Record<404 | 409 | 503, string>>>;
+  /** Document-only schemas for a route that validates its body by hand or has no response schema. */
+  body?: z.ZodType;
+  responses?: Readonly<Record<number, z.ZodType>>;
+  /** Response headers of the success answer beyond the rate-limit ones. */
+  successHeaders?: Readonly<Record<string, string>>;
+}
+
+/** One JWK as published; extra members of a key type pass through. */
+const PublishedJwk = z.looseObject({
+  kty: z.string(),
+  kid: z.string(),
+  crv: z.string().optional(),
+  x: z.string().optional(),
+  alg: z.string().optional(),
+  use: z.string().optional(),
+});
+
+/** `GET /v1/permits/:id/proof`: the permit, its evaluation's and its own audit events, the latest checkpoint. */
+const PermitProofResponse = z.object({
+  permit: PermitRecord,
+  events: z.array(AuditEventWire),
+  checkpoint: AuditCheckpointWire.nullable(),
+});
+
+const OpenApiDocument = z.looseObject({ openapi: z.string(), info: z.looseObject({ title: z.string(), version: z.string() }), paths: z.record(z.string(), z.unknown()) });
+
+export const OPERATIONS: Readonly<Record<string, OperationDoc>> = {
+  'GET /healthz': {
+    operationId: 'getHealth',
+    summary: 'Liveness: the process answers',
+    tag: 'Service',
+    description: 'Answers 200 while the process runs; it checks no dependency. Also served on the admin port.',
+    success: 'The process is up.',
+    responses: { 200: HealthResponse },
+  },
+  'GET /readyz': {
+    operationId: 'getReadiness',
+    summary: 'Readiness: the database and the shared store answer',
+    tag: 'Service',
+    description: 'Answers 200 when the database and the shared store (replay store, rate limits) both answer within 2 s, else 503 with the same body naming the check that failed. Also served on the admin port.',
+    success: 'Every dependency answers.',
+    errors: { 503: 'A dependency does not answer; the body (not the error envelope) names which.' },
+    responses: { 200: ReadinessResponse, 503: ReadinessResponse },
+  },
+  'GET /openapi.json': {
+    operationId: 'getOpenApiDocument',
+    summary: 'This OpenAPI 3.1 document',
+    tag: 'Service',
+    description: 'The OpenAPI 3.1 description of this authority, generated from the wire schemas it validates with. It describes the operations this deployment serves (escalations only when self-hosted).',
+    success: 'The OpenAPI document.',
+    responses: { 200: OpenApiDocument },
+  },
+  'GET /v1/session': {
+    operationId: 'getSession',
+    summary: 'The user behind a user token',
+    tag: 'Identity',
+    description: 'For user JWTs only: the user, organization, role and the permissions the role grants. An API key gets 403 and is pointed to `GET /v1/api-key-self`.',
+    success: 'The session of the user token.',
+  },
+  'GET /v1/api-key-self': {
+    operationId: 'getApiKeySelf',
+    summary: 'The API key presented',
+    tag: 'Identity',
+    description: 'For API keys only: the key id, its organization and its scopes. A user token gets 403 and is pointed to `GET /v1/session`.',
+    success: 'The presented API key.',
+  },
+  'POST /v1/api-keys': {
+    operationId: 'createApiKey',
+    summary: 'Create an API key',
+    tag: 'API keys',
+    description:
+      'Creates a key in the caller\'s organization. A key gets only scopes its creator holds (403 otherwise); a key created by a key inherits the creator\'s address allowlist and expiry, narrowed by what the request asks. The plaintext `secret` is in this answer only; only its hash is stored.',
+    success: 'The key and its secret, shown once.',
+  },
+  'GET /v1/api-keys': {
+    operationId: 'listApiKeys',
+    summary: 'List API keys',
+    tag: 'API keys',
+    description: 'Every key of the caller\'s organization, revoked ones included, without secrets.',
+    success: 'The organization\'s keys.',
+  },
+  'POST /v1/api-keys/:id/revoke': {
+    operationId: 'revokeApiKey',
+    summary: 'Revoke an API key',
+    tag: 'API keys',
+    description: 'Revokes a key at once. A credential cannot revoke a key holding scopes it lacks (403), so `keys:write` alone cannot switch off the admin key.',
+    success: 'The revoked key.',
+    errors: { 404: 'No such key in this organization.' },
+  },
+  'GET /v1/policies': {
+    operationId: 'getPolicy',
+    summary: 'The current policy and its versions',
+    tag: 'Policies',
+    description: 'The organization\'s current policy version (source and parsed document) and the list of every version.',
+    success: 'The current policy (null before the first one) and the version history.',
+  },
+  'PUT /v1/policies': {
+    operationId: 'putPolicy',
+    summary: 'Replace the policy with a new version',
+    tag: 'Policies',
+    description:
+      'Stores a new policy version, sent as text (`source`, YAML or JSON) or as a JSON object (`document`), and makes it current; audited as `policy.updated`. An invalid policy is 400 with each problem\'s path, line and column in `details`.',
+    success: 'The new current policy and the version history.',
+  },
+  'POST /v1/policies/validate': {
+    operationId: 'validatePolicy',
+    summary: 'Validate a policy without storing it',
+    tag: 'Policies',
+    description: 'Compiles the submitted policy and reports every problem with its position; nothing is stored.',
+    success: 'Whether the policy is valid, and its errors.',
+  },
+  'POST /v1/evaluate': {
+    operationId: 'evaluate',
+    summary: 'Evaluate an action',
+    tag: 'Evaluate',
+    description:
+      'Decides an action under the organization\'s policy: `allow` (with a signed, single-use `permit_token` bound to the facts), `deny`, `hold` (opens an approval request, `approval_request_id`) or `escalate` (opens an escalation, `escalation_id`). The body is the wire form (`action_type`, `actor_id`, `context`) or the agent helper form (`actor`, `action`, `target`, `context`). A repeated `request_id` returns the original decision; `shadow: true` decides without issuing a permit. Every decision is in the audit log before the answer leaves (503 `audit_unavailable` otherwise, and nothing was decided).',
+    success: 'The decision, its risk envelope and reasons, and a permit on allow.',
+    errors: { 409: 'The `request_id` was used for a different request or by another credential.' },
+    body: z.union([EvaluateWireRequest, EvaluateAgentRequest]),
+  },
+  'GET /v1/permit-keys': {
+    operationId: 'getPermitKeys',
+    summary: 'The public keys that verify permits (JWKS)',
+    tag: 'Permits',
+    description: 'The JSON Web Key Set gates verify permit signatures with. A key is published well before it signs; cache for the `Cache-Control` max-age.',
+    success: 'The key set.',
+    responses: { 200: z.object({ keys: z.array(PublishedJwk) }) },
+    successHeaders: { 'Cache-Control': 'How long the key set may be cached (`max-age=60`).' },
+  },
+  'GET /v1/permits': {
+    operationId: 'listPermits',
+    summary: 'List permits',
+    tag: 'Permits',
+    description: 'Permits of the caller\'s organization, newest first, filtered by status, actor and action type; pass `next_cursor` as `cursor` for the next page.',
+    success: 'A page of permits.',
+  },
+  'GET /v1/permits/:id': {
+    operationId: 'getPermit',
+    summary: 'Get a permit',
+    tag: 'Permits',
+    description: 'One permit record with its status (`issued`, `consumed`, `revoked`, `expired`) and bound facts.',
+    success: 'The permit.',
+    errors: { 404: 'No such permit in this organization.' },
+  },
+  'POST /v1/permits/:id/revoke': {
+    operationId: 'revokePermit',
+    summary: 'Revoke a permit',
+    tag: 'Permits',
+    description: 'Revokes an issued permit so no gate accepts it any more (revoking a revoked permit answers it again); the shared store learns of it before the answer (503 and nothing changed if it cannot). The body is optional: none, `{}`, or `{"reason": …}`.',
+    success: 'The revoked permit.',
+    errors: { 404: 'No such permit in this organization.', 409: 'The permit was consumed or has expired.' },
+  },
+  'GET /v1/permits/:id/proof': {
+    operationId: 'getPermitProof',
+    summary: 'Proof of a permit\'s story',
+    tag: 'Permits',
+    description: 'The permit with the audit events of its evaluation and of the permit itself (issued, verified, consumed, effects), in chain order, and the latest signed checkpoint of the organization\'s chain.',
+    success: 'The permit, its audit events and the latest checkpoint.',
+    errors: { 404: 'No such permit in this organization.' },
+    responses: { 200: PermitProofResponse },
+  },
+  'POST /v1/verify-permit': {
+    operationId: 'verifyPermit',
+    summary: 'Verify and consume a permit',
+    tag: 'Permits',
+    description:
+      'A gate\'s check before it executes an action: verifies the permit\'s signature, issuer, audience, organization, expiry and binding to the facts given (`context` for a full binding, else `action_type`/`actor_id` for a partial one), and consumes it once in the shared store. Always 200 with a verdict: `valid: false` carries `verify_error_code` and `reason`. Every verification is in the audit log before the answer (503 `audit_unavailable` otherwise: do not proceed).',
+    success: 'The verdict.',
+  },
+  'POST /v1/effects': {
+    operationId: 'reportEffect',
+    summary: 'Report what a permitted action did',
+    tag: 'Permits',
+    description: 'The protected system records the effect of an action taken under a permit (succeeded, failed, partial); appended to the audit chain as `effect.reported`.',
+    success: 'The recorded effect and its place in the audit chain.',
+    errors: { 404: 'No such permit in this organization.' },
+  },
+  'GET /v1/approvals': {
+    operationId: 'listApprovals',
+    summary: 'List approval requests',
+    tag: 'Approvals',
+    description: 'Approval requests of the caller\'s organization, newest first, optionally by status; pass `next_cursor` as `cursor` for the next page.',
+    success: 'A page of approval requests.',
+  },
+  'GET /v1/approvals/:id': {
+    operationId: 'getApproval',
+    summary: 'Get an approval request',
+    tag: 'Approvals',
+    description: 'One approval request. Another organization\'s request is 404.',
+    success: 'The approval request.',
+    errors: { 404: 'No such approval request in this organization.' },
+  },
+  'POST /v1/approvals/:id/resolve': {
+    operationId: 'resolveApproval',
+    summary: 'Approve or reject an approval request',
+    tag: 'Approvals',
+    description:
+      'Approves or rejects a pending request. The identity that asked for the held action cannot resolve it (403). After approval, the caller evaluates again with the request id in `context.approvals`, which issues one permit.',
+    success: 'The resolved approval request.',
+    errors: { 404: 'No such approval request in this organization.', 409: 'The request is no longer pending.' },
+  },
+  'POST /v1/escalations': {
+    operationId: 'createEscalation',
+    summary: 'Create an escalation',
+    tag: 'Escalations',
+    description: 'Opens an escalation for an agent\'s proposed action, with its quorum, approver tiers and timeouts. One below the organization\'s auto-approve threshold is `auto_approved` at once.',
+    success: 'The escalation.',
+  },
+  'GET /v1/escalations': {
+    operationId: 'listEscalations',
+    summary: 'List escalations',
+    tag: 'Escalations',
+    description: 'Escalations of the caller\'s organization, newest first, with due timeouts applied. When there are more, the `X-Next-Cursor` header holds the `cursor` of the next page.',
+    success: 'A page of escalations.',
+    successHeaders: { 'X-Next-Cursor': 'The `cursor` of the next page; absent on the last page.' },
+  },
+  'GET /v1/escalations/:id': {
+    operationId: 'getEscalation',
+    summary: 'Get an escalation',
+    tag: 'Escalations',
+    description: 'One escalation with its votes and quorum progress.',
+    success: 'The escalation, its votes and quorum progress.',
+    errors: { 404: 'No such escalation in this organization.' },
+  },
+  'POST /v1/escalations/:id/respond': {
+    operationId: 'respondToEscalation',
+    summary: 'Vote on an escalation',
+    tag: 'Escalations',
+    description: 'Casts an approve or reject vote. The requester cannot vote (403); a quorum counts each person once, whichever of their credentials votes.',
+    success: 'The escalation after the vote, the vote and quorum progress.',
+    errors: { 404: 'No such escalation in this organization.', 409: 'The escalation is final, or this identity has already voted.' },
+  },
+  'POST /v1/webhooks': {
+    operationId: 'manageWebhooks',
+    summary: 'Manage webhook subscriptions and deliveries',
+    tag: 'Webhooks',
+    description:
+      'One endpoint; `action` chooses the operation: `create`, `list`, `update`, `delete`, `rotate_secret`, `test`, `list_deliveries`, `replay`. Every action answers 200. The signing secret is in the answers to `create` and `rotate_secret` only. A URL without http(s), or naming a private address unless the configuration allows it, is 400.',
+    success: 'The answer of the action.',
+    errors: { 404: 'No such subscription or delivery in this organization.', 409: 'A duplicate subscription name, or a delivery that cannot be replayed now.' },
+  },
+  'GET /v1/audit/events': {
+    operationId: 'listAuditEvents',
+    summary: 'List audit events',
+    tag: 'Audit',
+    description: 'Events of the caller\'s organization in chain order, filtered by type, actor, request, resource and time; pass `next_cursor` as `cursor` for the next page. Events are wire-identical with what the hash chain covers.',
+    success: 'A page of audit events.',
+  },
+  'POST /v1/audit/exports': {
+    operationId: 'exportAuditBundle',
+    summary: 'Export a signed audit bundle',
+    tag: 'Audit',
+    description: 'A signed bundle of a sequence range of the chain (both ends inclusive; no body or `{}` exports the whole chain), verifiable offline with `countersign audit verify` and the keys of `GET /v1/audit/keys`.',
+    success: 'The signed bundle; its bytes are exactly those the signature covers.',
+  },
+  'GET /v1/audit/keys': {
+    operationId: 'listAuditKeys',
+    summary: 'The public keys that verify audit bundles',
+    tag: 'Audit',
+    description: 'Every audit signing key, retired ones included, as SPKI PEM; pick the one whose `key_id` is the bundle\'s `signing_key_id`.',
+    success: 'The audit public keys.',
+  },
+};
+
+/** The table key of a route. */
+export function operationKey(method: string, url: string): string {
+  return `${method.toUpperCase()} ${url}`;
+}

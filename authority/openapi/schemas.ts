@@ -1,0 +1,42 @@
+/**
+ * The wire schemas the OpenAPI document names as components (`#/components/schemas/PermitRecord`)
+ * instead of repeating them inline, so generated clients get one type per resource. A registry of
+ * our own: the wire modules stay free of documentation concerns. Output schemas keep their name;
+ * input ones are suffixed `Input` by fastify-type-provider-zod.
+ *
+ * @example
+ *   createJsonSchemaTransform({ schemaRegistry: COMPONENT_SCHEMAS });
+ */
+import { z } from 'zod';
+import { ApiKeyRecord } from '../../shared/wire/api-keys.js';
+import { ApprovalRecord } from '../../shared/wire/approvals.js';
+import { AuditBundle, AuditCheckpointWire, AuditEventWire, AuditPublicKeyWire } from '../../shared/wire/audit.js';
+import { ApprovalRecordWire, EscalationWire, QuorumProgressWire } from '../../shared/wire/escalations.js';
+import { DecisionObject, EvaluateContext, EvaluateResponse, RiskEnvelope } from '../../shared/wire/evaluate.js';
+import { PermitRecord, VerifyPermitResponse } from '../../shared/wire/permits.js';
+import { PolicyRecord } from '../../shared/wire/policies.js';
+import { WebhookDeliveryWire, WebhookSubscriptionWire } from '../../shared/wire/webhooks.js';
+
+export const COMPONENT_SCHEMAS = z.registry<{ id: string; description?: string }>();
+
+const named: Array<[z.ZodType, string, string]> = [
+  [ApiKeyRecord, 'ApiKeyRecord', 'An API key, without its secret.'],
+  [ApprovalRecord, 'ApprovalRecord', 'An approval request opened by a `hold`.'],
+  [AuditEventWire, 'AuditEvent', 'One event of the organization\'s hash chain.'],
+  [AuditBundle, 'AuditBundle', 'A signed export of a sequence range of the chain.'],
+  [AuditCheckpointWire, 'AuditCheckpoint', 'A signed statement of the chain head at a sequence.'],
+  [AuditPublicKeyWire, 'AuditPublicKey', 'A key that verifies audit bundles and checkpoints.'],
+  [EscalationWire, 'Escalation', 'A human-in-the-loop escalation.'],
+  [ApprovalRecordWire, 'EscalationVote', 'One vote on an escalation.'],
+  [QuorumProgressWire, 'QuorumProgress', 'Votes counted against the current tier\'s quorum.'],
+  [EvaluateResponse, 'EvaluateResponse', 'The decision on an action.'],
+  [DecisionObject, 'DecisionObject', 'Why the decision is what it is.'],
+  [RiskEnvelope, 'RiskEnvelope', 'The risk score and the factors behind it.'],
+  [EvaluateContext, 'EvaluateContext', 'Facts about the action; the policy reads them and a permit binds them.'],
+  [PermitRecord, 'PermitRecord', 'A permit as recorded.'],
+  [VerifyPermitResponse, 'VerifyPermitResponse', 'The verdict of a verification.'],
+  [PolicyRecord, 'PolicyRecord', 'One version of the organization\'s policy.'],
+  [WebhookSubscriptionWire, 'WebhookSubscription', 'A webhook subscription.'],
+  [WebhookDeliveryWire, 'WebhookDelivery', 'A webhook delivery with its attempts.'],
+];
+for (const [schema, id, description] of named) COMPONENT_SCHEMAS.add(schema, { id, description });
