@@ -3,17 +3,13 @@
  * must equal the reference rendered from it (test/docs/api-reference.ts). With UPDATE_API_DOC=1
  * (`npm run docs:api`) the test writes docs/api.md instead of comparing it.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { openApiDocument } from '../../authority/openapi/document.js';
 import { createTestAuthority } from '../helpers/authority.js';
 import { appBackends } from '../helpers/backends.js';
 import { REGENERATE_API_COMMAND, renderApiReference } from './api-reference.js';
+import { checkGeneratedPage } from './generated-page.js';
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const docPath = join(root, 'docs', 'api.md');
 
 t.test('docs/api.md is the reference rendered from the OpenAPI document', async (t) => {
   const opened = await appBackends()[0]!.open();
@@ -24,19 +20,7 @@ t.test('docs/api.md is the reference rendered from the OpenAPI document', async 
   });
   const document = openApiDocument(authority.app) as Record<string, any>;
   const rendered = renderApiReference(document);
-  if (process.env.UPDATE_API_DOC === '1') {
-    writeFileSync(docPath, rendered);
-    t.comment(`wrote ${docPath}`);
-  }
-  let committed = '';
-  try {
-    committed = readFileSync(docPath, 'utf8');
-  } catch {
-    t.fail(`docs/api.md is missing; generate it with \`${REGENERATE_API_COMMAND}\``);
-    return;
-  }
-  t.ok(committed === rendered, `docs/api.md is out of date with the OpenAPI document; regenerate it with \`${REGENERATE_API_COMMAND}\``);
-  if (committed !== rendered) t.equal(committed, rendered, 'the difference');
+  checkGeneratedPage(t, { file: 'docs/api.md', rendered, updateVariable: 'UPDATE_API_DOC', regenerate: REGENERATE_API_COMMAND, source: 'the OpenAPI document' });
 
   t.test('the reference covers every operation and the error catalogue', async (t) => {
     for (const [path, item] of Object.entries(document.paths as Record<string, Record<string, any>>)) {

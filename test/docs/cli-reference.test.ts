@@ -4,33 +4,17 @@
  * ones `countersign <command> --help` prints.
  *
  * With UPDATE_CLI_DOC=1 the test writes docs/cli.md instead of comparing it:
- *   UPDATE_CLI_DOC=1 npx tap --disable-coverage test/docs/cli-reference.test.ts
+ *   npm run docs:cli
  */
-import { readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { COMMANDS, EXIT_CODES } from '../../bin/catalogue.js';
 import { renderCliReference } from '../../bin/help.js';
+import { checkGeneratedPage } from './generated-page.js';
 
-const docPath = join(resolve(dirname(fileURLToPath(import.meta.url)), '..', '..'), 'docs', 'cli.md');
-const REGENERATE = 'UPDATE_CLI_DOC=1 npx tap --disable-coverage test/docs/cli-reference.test.ts';
 
 t.test('docs/cli.md is the reference rendered from the command catalogue', async (t) => {
   const rendered = renderCliReference();
-  if (process.env.UPDATE_CLI_DOC === '1') {
-    writeFileSync(docPath, rendered);
-    t.comment(`wrote ${docPath}`);
-  }
-  let committed = '';
-  try {
-    committed = readFileSync(docPath, 'utf8');
-  } catch {
-    t.fail(`docs/cli.md is missing; generate it with \`${REGENERATE}\``);
-    return;
-  }
-  t.ok(committed === rendered, `docs/cli.md is out of date with bin/catalogue.ts; regenerate it with \`${REGENERATE}\``);
-  if (committed !== rendered) t.equal(committed, rendered, 'the difference');
+  checkGeneratedPage(t, { file: 'docs/cli.md', rendered, updateVariable: 'UPDATE_CLI_DOC', regenerate: 'npm run docs:cli', source: 'bin/catalogue.ts' });
 });
 
 t.test('the reference has a section with usage and an example for every command, and the exit codes', async (t) => {

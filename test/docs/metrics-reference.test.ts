@@ -6,32 +6,20 @@
  * With UPDATE_METRICS_DOC=1 (`npm run docs:metrics`) the test writes docs/metrics.md instead of
  * comparing it.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { REQUEST_OUTCOMES } from '../../proxy/metrics.js';
+import { checkGeneratedPage } from './generated-page.js';
 import { countersignSeriesNames, describeMetrics, REGENERATE_COMMAND, renderMetricsReference } from './metrics-reference.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const docPath = join(root, 'docs', 'metrics.md');
 const dashboardPath = join(root, 'docs', 'grafana', 'countersign.json');
 
 t.test('docs/metrics.md is the reference rendered from the metric definitions', async (t) => {
   const rendered = await renderMetricsReference();
-  if (process.env.UPDATE_METRICS_DOC === '1') {
-    writeFileSync(docPath, rendered);
-    t.comment(`wrote ${docPath}`);
-  }
-  let committed = '';
-  try {
-    committed = readFileSync(docPath, 'utf8');
-  } catch {
-    t.fail(`docs/metrics.md is missing; generate it with \`${REGENERATE_COMMAND}\``);
-    return;
-  }
-  t.ok(committed === rendered, `docs/metrics.md is out of date with authority/metrics.ts and proxy/metrics.ts; regenerate it with \`${REGENERATE_COMMAND}\``);
-  if (committed !== rendered) t.equal(committed, rendered, 'the difference');
+  checkGeneratedPage(t, { file: 'docs/metrics.md', rendered, updateVariable: 'UPDATE_METRICS_DOC', regenerate: REGENERATE_COMMAND, source: 'authority/metrics.ts and proxy/metrics.ts' });
 });
 
 t.test('the reference lists every countersign_* metric with its type and labels, and no default metric', async (t) => {

@@ -9,6 +9,7 @@ import t from 'tap';
 import { createApiKey } from '../../authority/api-keys/keys.js';
 import { readBootstrapPolicy } from '../../authority/orgs/bootstrap.js';
 import { ErrorEnvelope } from '../../shared/wire/envelope.js';
+import { servedRoutes } from '../helpers/served-routes.js';
 import { createTestAuthority, type TestAuthority } from '../helpers/authority.js';
 import { appBackends, realServersMissing } from '../helpers/backends.js';
 import { createTestIdp } from '../helpers/jwt.js';
@@ -150,21 +151,6 @@ async function credentials(authority: TestAuthority): Promise<Credential[]> {
   ];
 }
 
-/** Every route the app serves, from fastify's route tree (HEAD, added by fastify for GET, aside). */
-function servedRoutes(authority: TestAuthority): string[] {
-  const parents: string[] = [];
-  const served: string[] = [];
-  for (const line of authority.app.printRoutes({ commonPrefix: false }).split('\n')) {
-    const match = /^(.*?)(?:├── |└── )(\S+) \(([A-Z, ]+)\)/.exec(line);
-    if (!match) continue;
-    const depth = (match[1] as string).length / 4;
-    const path = (parents[depth - 1] ?? '') + (match[2] as string);
-    parents[depth] = path;
-    for (const method of (match[3] as string).split(', ')) if (method !== 'HEAD') served.push(`${method} ${path}`);
-  }
-  return served.sort();
-}
-
 // Hundreds of bad credentials from one address: the per-address limit would answer them 429.
 const generous = {
   rate_limits: {
@@ -183,7 +169,7 @@ for (const backend of appBackends()) {
       await opened.cleanup();
     });
 
-    t.same(servedRoutes(authority), ENDPOINTS.map((endpoint) => `${endpoint.method} ${endpoint.route}`).sort(), 'the matrix lists every route the app serves');
+    t.same(servedRoutes(authority.app), ENDPOINTS.map((endpoint) => `${endpoint.method} ${endpoint.route}`).sort(), 'the matrix lists every route the app serves');
 
     const victim = await createApiKey(opened.db, { org: authority.acme, name: 'victim', scopes: ['audit:read'], createdBy: 'test' }, authority.clock);
     const evaluate = () => authority.app.inject({ method: 'POST', url: '/v1/evaluate', headers: { ...authority.bearer(authority.acmeAdmin), 'content-type': 'application/json' }, payload: demo });

@@ -8,6 +8,7 @@
 import t from 'tap';
 import { canonicalPath } from '../../authority/openapi/aliases.js';
 import { openApiDocument } from '../../authority/openapi/document.js';
+import { servedRoutes } from '../helpers/served-routes.js';
 import { createTestAuthority, type TestAuthority } from '../helpers/authority.js';
 import { appBackends } from '../helpers/backends.js';
 import { OpenApiResponses } from '../helpers/openapi-responses.js';
@@ -16,21 +17,6 @@ type Json = Record<string, any>;
 
 /** Routes deliberately left out of the document, with the reason. None today. */
 const HIDDEN: Readonly<Record<string, string>> = {};
-
-/** Every route the app serves, from fastify's route tree (HEAD, added by fastify for GET, aside). */
-function servedRoutes(authority: TestAuthority): string[] {
-  const parents: string[] = [];
-  const served: string[] = [];
-  for (const line of authority.app.printRoutes({ commonPrefix: false }).split('\n')) {
-    const match = /^(.*?)(?:├── |└── )(\S+) \(([A-Z, ]+)\)/.exec(line);
-    if (!match) continue;
-    const depth = (match[1] as string).length / 4;
-    const path = (parents[depth - 1] ?? '') + (match[2] as string);
-    parents[depth] = path;
-    for (const method of (match[3] as string).split(', ')) if (method !== 'HEAD') served.push(`${method} ${path}`);
-  }
-  return served.sort();
-}
 
 const toDocumentPath = (url: string) => url.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
 
@@ -51,7 +37,7 @@ t.test('the document and the routes the app serves', async (t) => {
   });
   const document = openApiDocument(authority.app) as Json;
   const operations = operationsOf(document);
-  const routes = servedRoutes(authority);
+  const routes = servedRoutes(authority.app);
   t.ok(routes.length >= 30, `the app serves routes (${routes.length})`);
 
   t.test('every route is an operation or an alias of one', async (t) => {
