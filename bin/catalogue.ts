@@ -227,7 +227,7 @@ export const COMMANDS: readonly CommandEntry[] = [
     options: [
       { flag: '--policy FILE', text: 'the candidate policy (required)' },
       { flag: '--since DURATION', text: 'how far back: 30m, 24h, 7d, or an ISO timestamp (default 24h)' },
-      { flag: '--org ORG', text: 'one organization, by id or name (default every organization)' },
+      { flag: '--org ORG', text: 'the organization the candidate is for, by id or name; required when the database holds more than one' },
       { flag: '--limit N', text: 'replay at most N evaluations (default 10000)' },
       CONFIG_OPTION,
       { flag: '--format FORMAT', text: 'text (default) or json' },

@@ -126,7 +126,12 @@ async function runReplay(args: string[], io: CliIo): Promise<number> {
     const orgs = await readOnly(db, async (tx) => {
       const [schema] = await tx.query<{ ready: boolean }>("SELECT to_regclass('audit_events') IS NOT NULL AS ready");
       if (!schema?.ready) throw new UsageError('the database has no Countersign schema yet: run countersign migrate (or start the authority) first');
-      if (values.org === undefined) return listOrganizations(tx);
+      if (values.org === undefined) {
+        // Each organization has its own policy: a candidate is for one of them.
+        const all = await listOrganizations(tx);
+        if (all.length > 1) throw new UsageError(`the database holds ${all.length} organizations, each with its own policy: name the one the candidate is for with --org (${all.map((org) => org.name).join(', ')})`);
+        return all;
+      }
       const org = await findOrganization(tx, values.org);
       if (!org) throw new UsageError(`no organization "${values.org}"`);
       return [org];

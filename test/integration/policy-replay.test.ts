@@ -224,20 +224,21 @@ async function cliReplay(t: Test, authority: TestAuthority, env: NodeJS.ProcessE
   writeFileSync(candidateFile, CANDIDATE);
   writeFileSync(join(dir, 'same.yaml'), EXAMPLE);
 
+  const org = authority.acme.name;
   const text = capture(env);
-  t.equal(await runPolicyCommand(['replay', '--policy', candidateFile, '--since', since], text), 1, 'decisions change: exit 1');
+  t.equal(await runPolicyCommand(['replay', '--policy', candidateFile, '--since', since, '--org', org], text), 1, 'decisions change: exit 1');
   const output = text.lines.join('\n');
-  t.match(output, /3 changed/);
-  t.match(output, /By action class:\n {2}agent\.tool: allow→deny 1\n {2}payments: allow→hold 2/);
+  t.match(output, /2 changed/);
+  t.match(output, /By action class:\n {2}agent\.tool: allow→deny 1\n {2}payments: allow→hold 1/);
   t.match(output, /allow \[AMOUNT_WITHIN_LIMIT\] → hold \[AMOUNT_OVER_HOLD_THRESHOLD\]/);
 
   const json = capture(env);
-  t.equal(await runPolicyCommand(['replay', '--policy', candidateFile, '--since', since, '--org', authority.acme.name, '--format', 'json'], json), 1);
+  t.equal(await runPolicyCommand(['replay', '--policy', candidateFile, '--since', since, '--org', org, '--format', 'json'], json), 1);
   const report = JSON.parse(json.lines.join('\n')) as ReplayReport;
-  t.same(report.orgs, [authority.acme.name]);
+  t.same(report.orgs, [org]);
   t.same(transitions(report), ['agent.tool: allow→deny 1', 'payments: allow→hold 1']);
 
-  t.equal(await runPolicyCommand(['replay', '--policy', join(dir, 'same.yaml'), '--since', since], capture(env)), 0, 'no change: exit 0');
+  t.equal(await runPolicyCommand(['replay', '--policy', join(dir, 'same.yaml'), '--since', since, '--org', org], capture(env)), 0, 'no change: exit 0');
 
   const refused = async (args: string[], pattern: RegExp) => {
     const error = await runPolicyCommand(args, capture(env)).then(
@@ -250,6 +251,7 @@ async function cliReplay(t: Test, authority: TestAuthority, env: NodeJS.ProcessE
   writeFileSync(join(dir, 'broken.yaml'), 'version: 1\naction_classes: [{ id: x }]\n');
   await refused(['replay', '--policy', join(dir, 'broken.yaml')], /does not compile/);
   await refused(['replay', '--policy', candidateFile, '--org', 'no-such-org'], /no organization "no-such-org"/);
+  await refused(['replay', '--policy', candidateFile], new RegExp(`holds 2 organizations, each with its own policy: name the one the candidate is for with --org \\(.*${org}`));
   await refused(['replay', '--policy', candidateFile, '--since', 'last tuesday'], /--since must be/);
   await refused(['replay', '--policy', candidateFile, '--limit', '0'], /--limit must be/);
   await refused(['replay'], /--policy FILE/);
