@@ -110,15 +110,17 @@ function operationFields(route: RouteOptions, key: string, doc: OperationDoc | u
 
 type Json = Record<string, unknown>;
 
-/** The error statuses an operation can answer, from its shape and its table entry. */
-function errorStatusesOf(operation: Json, doc: OperationDoc | undefined): ErrorStatus[] {
+/**
+ * The error statuses an operation can answer, from its method, its shape and its table entry.
+ * Every request's query string and headers are checked at the edge (400), and every POST or PUT
+ * may carry a body that is too large (413) or not JSON (415), whether or not the operation reads
+ * one.
+ */
+function errorStatusesOf(method: string, operation: Json, doc: OperationDoc | undefined): ErrorStatus[] {
   const guarded = Array.isArray(operation.security) && operation.security.length > 0;
-  const hasBody = operation.requestBody !== undefined;
-  const hasInput = hasBody || (Array.isArray(operation.parameters) && operation.parameters.length > 0) || doc?.body !== undefined;
-  const statuses = new Set<ErrorStatus>([500]);
-  if (hasInput) statuses.add(400);
+  const statuses = new Set<ErrorStatus>([400, 500]);
   if (guarded) for (const status of [401, 403, 429, 503] as const) statuses.add(status);
-  if (hasBody) {
+  if (method === 'post' || method === 'put' || method === 'patch') {
     statuses.add(413);
     statuses.add(415);
   }
@@ -137,7 +139,7 @@ function relaxOptionalBody(operation: Json): void {
   body.required = false;
 }
 
-function finishOperation(operation: Json, doc: OperationDoc | undefined): void {
+function finishOperation(method: string, operation: Json, doc: OperationDoc | undefined): void {
   relaxOptionalBody(operation);
   const guarded = Array.isArray(operation.security) && operation.security.length > 0;
   const responses = (operation.responses ?? {}) as Record<string, Json>;
@@ -150,7 +152,7 @@ function finishOperation(operation: Json, doc: OperationDoc | undefined): void {
     response.headers = { ...headers, ...((response.headers as Json | undefined) ?? {}) };
   }
   const exceeded = (operation['x-rate-limit'] as RateLimitPolicy | undefined)?.exceeded === 'unavailable';
-  for (const status of errorStatusesOf(operation, doc)) {
+  for (const status of errorStatusesOf(method, operation, doc)) {
     const particular = doc?.errors?.[status as 404 | 409 | 503];
     const own = responses[String(status)];
     if (own !== undefined) {
@@ -197,8 +199,8 @@ export function openApiDocument(app: FastifyInstance): Json {
   const paths = (document.paths ?? {}) as Record<string, Record<string, Json>>;
   const byOperationId = new Map(Object.values(OPERATIONS).map((doc) => [doc.operationId, doc]));
   for (const item of Object.values(paths)) {
-    for (const operation of Object.values(item)) {
-      finishOperation(operation, byOperationId.get(operation.operationId as string));
+    for (const [method, operation] of Object.entries(item)) {
+      finishOperation(method, operation, byOperationId.get(operation.operationId as string));
     }
   }
   pruneUnusedSchemas(document);

@@ -270,5 +270,6 @@ export function badBodies(shard: number, shards: number): void {
     t.equal(exported.statusCode, 200, 'the organization still exports');
     const pem = (await authority.app.inject({ method: 'GET', url: '/v1/audit/keys', headers: authority.bearer(authority.acmeAdmin) })).json().keys[0].public_key_pem as string;
     t.same(verifyAuditBundle(exported.json(), pem).problems, [], `the export of everything accepted verifies (${exported.json().event_count} events)`);
+    t.same(authority.openApiProblems, [], 'every answer to the generated input is one the OpenAPI document describes');
   });
 }
