@@ -15,11 +15,10 @@
  *   countersign start --config config/authority.yaml --proxy-config config/proxy.yaml
  *   countersign start --config config/authority.yaml --upstream http://127.0.0.1:3000
  */
-import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
+import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { readFile } from 'node:fs/promises';
 import { createApiKey, findApiKeyBySecret } from '../authority/api-keys/keys.js';
 import { UsageError } from '../authority/cli/admin-commands.js';
 import { loadAuthorityConfig } from '../authority/config.js';
