@@ -10,10 +10,9 @@
  *   OPERATIONS['POST /v1/evaluate'].operationId; // 'evaluate'
  */
 import { z } from 'zod';
-import { AuditCheckpointWire, AuditEventWire } from '../../shared/wire/audit.js';
 import { EvaluateAgentRequest, EvaluateWireRequest } from '../../shared/wire/evaluate.js';
 import { HealthResponse, ReadinessResponse } from '../../shared/wire/health.js';
-import { PermitRecord } from '../../shared/wire/permits.js';
+import { PermitProofResponse } from '../../shared/wire/permits.js';
 
 export const TAGS = {
   Evaluate: 'Decide whether an action may happen; an allow carries a signed, single-use permit.',
@@ -54,13 +53,6 @@ const PublishedJwk = z.looseObject({
   x: z.string().optional(),
   alg: z.string().optional(),
   use: z.string().optional(),
-});
-
-/** `GET /v1/permits/:id/proof`: the permit, its evaluation's and its own audit events, the latest checkpoint. */
-const PermitProofResponse = z.object({
-  permit: PermitRecord,
-  events: z.array(AuditEventWire),
-  checkpoint: AuditCheckpointWire.nullable(),
 });
 
 const OpenApiDocument = z.looseObject({ openapi: z.string(), info: z.looseObject({ title: z.string(), version: z.string() }), paths: z.record(z.string(), z.unknown()) });

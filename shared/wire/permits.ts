@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { VERIFY_ERROR_CODES } from '../permits/verify.js';
+import { AuditCheckpointWire, AuditEventWire } from './audit.js';
 import { ActionType, EvaluateContext } from './evaluate.js';
 
 export const PermitRecord = z.object({
@@ -24,6 +25,13 @@ export const PermitRecord = z.object({
   revoked_at: z.string().nullable(),
   revoked_by: z.string().nullable(),
   revocation_reason: z.string().nullable(),
+});
+
+/** `GET /v1/permits/:id/proof`: the permit, its evaluation's and its own audit events, the latest checkpoint. */
+export const PermitProofResponse = z.object({
+  permit: PermitRecord,
+  events: z.array(AuditEventWire),
+  checkpoint: AuditCheckpointWire.nullable(),
 });
 
 export const PermitIdParams = z.object({ id: z.string().min(1).max(64).regex(/^[A-Za-z0-9_-]+$/, { message: 'not a permit id' }) });
