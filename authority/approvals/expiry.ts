@@ -2,7 +2,7 @@
  * Approval requests nobody decided in time. Every reader already sees a pending request past its
  * `expires_at` as `expired` (effectiveStatus); this sweep stores that status and records the
  * timeout as an `approval.resolved` audit event (`status: "expired"`, actor `system`), so the
- * chain holds every approval's end and webhooks (issue 6) hear of it.
+ * chain holds every approval's end and webhooks hear of it.
  *
  * Several replicas may sweep at once: the due rows are locked with SKIP LOCKED, and an expired
  * request is not due any more.

@@ -20,7 +20,7 @@
  *   const compiled = compileCondition('context.amount_usd > 10000', RULE_ENV);
  *   if (compiled.ok) runCondition(compiled.program, variables); // true | false, or throws
  *
- * Bounded evaluation (issue 15): `matches` runs on RE2 (regex.ts) and every condition carries its
+ * Bounded evaluation: `matches` runs on RE2 (regex.ts) and every condition carries its
  * worst-case cost (cost.ts); whether an over-budget condition is an error or a deferred refusal
  * depends on `enforce` (policies being written vs. versions already stored).
  */

@@ -1,5 +1,5 @@
 /**
- * Worst-case cost of a CEL condition (issue 15), estimated from its AST, and the evaluation-time
+ * Worst-case cost of a CEL condition, estimated from its AST, and the evaluation-time
  * side of the same budget.
  *
  * The estimate assumes every list/map a condition reads holds at most `list` entries and every

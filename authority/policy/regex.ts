@@ -1,5 +1,5 @@
 /**
- * CEL `matches` on a linear-time engine with RE2 semantics (issue 15): re2js, a pure-JS port of
+ * CEL `matches` on a linear-time engine with RE2 semantics: re2js, a pure-JS port of
  * RE2/J. The JavaScript RegExp that cel-js uses backtracks, so `^(a+)+$` on 30 characters takes
  * seconds; re2js takes microseconds (numbers and the choice against re2-wasm and the native `re2`
  * binding: docs/policies.md, test/bench/regex-engines.mjs).

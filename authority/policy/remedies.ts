@@ -57,7 +57,7 @@ export const notAuthorizedRemedy = (actorId: string, classId: string): Remediati
 const LABELS: Record<string, string> = { class: 'match.when of class', risk: 'risk factor', rule: 'rule' };
 
 /** `label` is the explanation's name for the condition: `class:<id>`, `risk:<name>` or `rule:<id>`. */
-/** A condition stopped by its evaluation budget (issue 15). */
+/** A condition stopped by its evaluation budget. */
 export function budgetRemedy(path: string, label: string, error: string): Remediation {
   const at = label.indexOf(':');
   const what = at > 0 ? `${LABELS[label.slice(0, at)] ?? label.slice(0, at)} "${label.slice(at + 1)}"` : label;

@@ -1,7 +1,7 @@
 /**
  * The policy engine's contract: a compiled, versioned policy document decides one action.
  * The engine is pure (no I/O, no clock of its own): the caller supplies the facts, including
- * approvals it has already checked (issue 5), and records the decision.
+ * approvals it has already checked, and records the decision.
  */
 
 export type Decision = 'allow' | 'deny' | 'hold' | 'escalate';
@@ -71,7 +71,7 @@ export interface PolicyDecision {
   decision: Decision;
   /**
    * Stable codes, most important first. Fail-closed codes: NO_MATCHING_CLASS,
-   * ACTOR_NOT_AUTHORIZED, CONDITION_ERROR, CONDITION_BUDGET_EXCEEDED (issue 15). Otherwise the matched rules' reason codes (e.g.
+   * ACTOR_NOT_AUTHORIZED, CONDITION_ERROR, CONDITION_BUDGET_EXCEEDED. Otherwise the matched rules' reason codes (e.g.
    * AMOUNT_OVER_HOLD_THRESHOLD) or DEFAULT_ALLOW / DEFAULT_DENY for a class's default.
    */
   reasonCodes: string[];
