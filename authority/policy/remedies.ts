@@ -56,26 +56,28 @@ export const notAuthorizedRemedy = (actorId: string, classId: string): Remediati
 
 const LABELS: Record<string, string> = { class: 'match.when of class', risk: 'risk factor', rule: 'rule' };
 
-/** `label` is the explanation's name for the condition: `class:<id>`, `risk:<name>` or `rule:<id>`. */
+/** The condition's name for a person, from the explanation's label: `class:<id>`, `risk:<name>` or `rule:<id>`. */
+function conditionName(label: string): string {
+  const at = label.indexOf(':');
+  return at > 0 ? `${LABELS[label.slice(0, at)] ?? label.slice(0, at)} "${label.slice(at + 1)}"` : label;
+}
+
 /** A condition stopped by its evaluation budget. */
 export function budgetRemedy(path: string, label: string, error: string): Remediation {
-  const at = label.indexOf(':');
-  const what = at > 0 ? `${LABELS[label.slice(0, at)] ?? label.slice(0, at)} "${label.slice(at + 1)}"` : label;
   return {
     code: 'REDUCE_CONDITION_COST',
     message:
-      `The condition of ${what} (${path}) was not completed for this request: ${error}. Send a smaller context ` +
+      `The condition of ${conditionName(label)} (${path}) was not completed for this request: ${error}. Send a smaller context ` +
       '(fewer list items, shorter strings), or ask a policy administrator to simplify the condition.',
   };
 }
 
+/** A condition that could not be evaluated (a missing fact, a type error). */
 export function conditionErrorRemedy(path: string, label: string, error: string): Remediation {
-  const at = label.indexOf(':');
-  const what = at > 0 ? `${LABELS[label.slice(0, at)] ?? label.slice(0, at)} "${label.slice(at + 1)}"` : label;
   return {
     code: 'FIX_POLICY_CONDITION',
     message:
-      `The condition of ${what} (${path}) could not be evaluated for this request: ${error}. Send the context ` +
+      `The condition of ${conditionName(label)} (${path}) could not be evaluated for this request: ${error}. Send the context ` +
       'facts it reads, or ask a policy administrator to guard it with has().',
   };
 }
