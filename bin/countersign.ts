@@ -11,16 +11,12 @@
  *   countersign keys create --org acme --name ci --scopes evaluate:write,verify:execute
  */
 import { parseArgs } from 'node:util';
+import { UsageError } from '../shared/usage-error.js';
 import { findCommand, subcommandsOf, topLevelNames } from './catalogue.js';
 import { commandHelp, countersignVersion, groupHelp, optionNames, suggest, topLevelHelp, usageFor } from './help.js';
 
 // Each command loads only its own modules: a proxy sidecar must not carry the authority (its
 // database drivers, PGlite, the policy engine) in memory.
-
-/** A usage mistake found here, before any command module runs. */
-class UsageError extends Error {
-  readonly code = 'USAGE';
-}
 
 /** Failures whose message already says what to do: printed without their code. */
 const SELF_EXPLAINED = new Set(['PROXY_KEY_STALE']);

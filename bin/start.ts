@@ -20,7 +20,6 @@ import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createApiKey, findApiKeyBySecret } from '../authority/api-keys/keys.js';
-import { UsageError } from '../authority/cli/admin-commands.js';
 import { loadAuthorityConfig } from '../authority/config.js';
 import { startAuthority } from '../authority/main.js';
 import { findOrganization } from '../authority/orgs/organizations.js';
@@ -29,6 +28,7 @@ import { systemClock } from '../authority/time.js';
 import { loadProxyConfig } from '../proxy/config.js';
 import { startProxy } from '../proxy/main.js';
 import { createLogger } from '../shared/logging.js';
+import { UsageError } from '../shared/usage-error.js';
 import { startDemoUpstream, type DemoUpstream } from './demo-upstream.js';
 
 /** `<data dir>/proxy.key` holds a key this database does not accept: the proxy could never get ready. */

@@ -12,6 +12,7 @@
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { Cidr } from '../../shared/wire/api-keys.js';
+import { UsageError } from '../../shared/usage-error.js';
 import { Scope } from '../../shared/wire/scopes.js';
 import { apiKeyToWire, createApiKey, listApiKeys, revokeApiKey } from '../api-keys/keys.js';
 import { formatIssues, loadAuthorityConfig, PLANS } from '../config.js';
@@ -28,10 +29,6 @@ import { migrate } from '../store/migrate.js';
 import { openDb } from '../store/open.js';
 import { systemClock } from '../time.js';
 
-/** A mistake in how the command was called: exit code 2. */
-export class UsageError extends Error {
-  readonly code = 'USAGE';
-}
 
 export interface CliIo {
   out(line: string): void;

@@ -24,7 +24,7 @@ import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { AuditKeySetError, parseAuditKeySet, type AuditKeySet } from '../audit/key-set.js';
 import { verifyAuditBundle } from '../audit/verify-bundle.js';
-import { UsageError } from './admin-commands.js';
+import { UsageError } from '../../shared/usage-error.js';
 
 const USAGE =
   'usage: countersign audit verify BUNDLE (--keys FILE | --authority URL [--api-key KEY] | --key PEM) [--checkpoint FILE [--checkpoint-key PEM]]';

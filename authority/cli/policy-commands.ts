@@ -25,7 +25,8 @@ import { compilePolicyFile, jsonReport, junitReport, loadTestSuite, PolicyTestFi
 import type { CompiledPolicy } from '../policy/types.js';
 import type { Db } from '../store/db.js';
 import { openDb } from '../store/open.js';
-import { UsageError, type CliIo } from './admin-commands.js';
+import { UsageError } from '../../shared/usage-error.js';
+import type { CliIo } from './admin-commands.js';
 
 const DEFAULT_LIMIT = 10_000;
 const TEST_FILE = /\.tests\.(ya?ml|json)$/;

@@ -20,7 +20,8 @@ import { openSecretBox, openSigning } from '../signing/open.js';
 import { migrate } from '../store/migrate.js';
 import { openDb } from '../store/open.js';
 import { systemClock } from '../time.js';
-import { UsageError, type CliIo } from './admin-commands.js';
+import { UsageError } from '../../shared/usage-error.js';
+import type { CliIo } from './admin-commands.js';
 
 export async function runSigningCommand(argv: string[], io: CliIo): Promise<void> {
   const { values } = parseArgs({ args: argv, options: { config: { type: 'string' }, purpose: { type: 'string', default: 'permit' } } });
