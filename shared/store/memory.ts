@@ -88,12 +88,12 @@ export class MemoryStore implements SharedStore {
       // No autopurge timers (one per item); expired items are skipped on read and purged when
       // a cache is full.
       ttlAutopurge: false,
+      // Bounded by maxSize (each item counts 1) rather than max: with max, lru-cache allocates its
+      // arrays for every slot up front (tens of MB for a million markers) in each store created.
+      sizeCalculation: () => 1,
     };
-    this.#markers = new LRUCache<string, true>({ ...cacheOptions, max: options.maxMarkers ?? 1_000_000 });
-    this.#revocations = new LRUCache<string, true>({
-      ...cacheOptions,
-      max: options.maxRevocations ?? 100_000,
-    });
+    this.#markers = new LRUCache<string, true>({ ...cacheOptions, maxSize: options.maxMarkers ?? 1_000_000 });
+    this.#revocations = new LRUCache<string, true>({ ...cacheOptions, maxSize: options.maxRevocations ?? 100_000 });
     this.#maxBuckets = options.maxBuckets ?? 100_000;
   }
 
@@ -249,10 +249,10 @@ export class MemoryStore implements SharedStore {
 
 /** Makes room for one more item in `cache` without evicting a live one, or rejects. */
 function reserve(cache: LRUCache<string, true>, what: string): void {
-  if (cache.size < cache.max) return;
+  if (cache.size < cache.maxSize) return;
   cache.purgeStale();
-  if (cache.size >= cache.max) {
-    throw new StoreError('STORE_FULL', `the in-process store holds its maximum of ${cache.max} ${what}`);
+  if (cache.size >= cache.maxSize) {
+    throw new StoreError('STORE_FULL', `the in-process store holds its maximum of ${cache.maxSize} ${what}`);
   }
 }
 
