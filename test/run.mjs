@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /**
- * `npm test`: runs tap, with throwaway Postgres and Redis servers when the binaries are installed
+ * `npm test`: compiles the product and the tests into dist/ (test/build.mjs) and runs tap on the
+ * compiled tests, with throwaway Postgres and Redis servers when the binaries are installed
  * and DATABASE_URL / REDIS_URL are not set, so the real-server variants of the suites run too;
  * likewise a 3-primary Redis Cluster (REDIS_CLUSTER_NODES) and a Redis Sentinel group
  * (REDIS_SENTINELS, REDIS_SENTINEL_MASTER), exported to the test processes as those variables.
@@ -9,13 +10,15 @@
  *
  * Example:
  *   npm test                                    # every test file from .taprc
- *   npm test -- test/integration/db.test.ts     # extra arguments go to tap
+ *   npm test -- test/integration/db.test.ts     # extra arguments go to tap (a test's .ts path
+ *                                               # stands for its compiled dist/test/….js)
  *   DATABASE_URL=postgres://u:p@db/x npm test   # use that server, start none
  */
 import { spawn } from 'node:child_process';
 import { realpathSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { buildTests } from './build.mjs';
 import { startRedisCluster as startRedisClusterServers, startRedisSentinel as startRedisSentinelServers } from './support/redis-topologies.mjs';
 import { startPostgres as startPostgresServer, startRedis as startRedisServer, stopServers } from './support/servers.mjs';
 
@@ -137,6 +140,12 @@ function runTap(args) {
   });
 }
 
+/** `test/x.test.ts` (as a user types it) → `dist/test/x.test.js` (what runs); other arguments as they are. */
+function compiledPath(arg) {
+  const match = /^(?:\.\/)?(test\/.+)\.ts$/.exec(arg);
+  return match ? `dist/${match[1]}.js` : arg;
+}
+
 function cleanup() {
   return stopServers();
 }
@@ -150,9 +159,13 @@ for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]]) {
 }
 
 async function main() {
-  // Side by side: each takes a second or a few (initdb; Redis' own timers for the Cluster and Sentinel).
+  // Side by side: the compiler, and the servers, which each take a second or a few (initdb; Redis'
+  // own timers for the Cluster and Sentinel).
+  const built = buildTests();
+  built.catch(() => {}); // awaited below, after the servers are up
   await Promise.all([startPostgres(), startRedis(), startRedisCluster(), startRedisSentinel()]);
-  const { code, counts } = await runTap(process.argv.slice(2));
+  await built;
+  const { code, counts } = await runTap(process.argv.slice(2).map(compiledPath));
   counts.failed += extraFailures;
   if (code !== 0 && counts.failed === 0) {
     log(`tap exited with code ${code} without a failing test (coverage below the thresholds in .taprc, or a runner error; see above)`);

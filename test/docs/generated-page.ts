@@ -8,11 +8,10 @@
  *     regenerate: 'npm run docs:cli', source: 'bin/catalogue.ts' });
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import type { Test } from 'tap';
+import { REPO_ROOT as root } from '../helpers/repo.js';
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 export interface GeneratedPage {
   /** Relative to the repository's root. */

@@ -11,10 +11,9 @@
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { REPO_ROOT as root } from '../helpers/repo.js';
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 function markdownUnder(folder: string): string[] {
   const found: string[] = [];

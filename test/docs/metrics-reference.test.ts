@@ -7,14 +7,13 @@
  * comparing it.
  */
 import { readFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import t from 'tap';
 import { REQUEST_OUTCOMES } from '../../proxy/metrics.js';
 import { checkGeneratedPage } from './generated-page.js';
 import { countersignSeriesNames, describeMetrics, REGENERATE_COMMAND, renderMetricsReference } from './metrics-reference.js';
+import { REPO_ROOT as root } from '../helpers/repo.js';
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const dashboardPath = join(root, 'docs', 'grafana', 'countersign.json');
 
 t.test('docs/metrics.md is the reference rendered from the metric definitions', async (t) => {

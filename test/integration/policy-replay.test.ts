@@ -24,6 +24,7 @@ import { createTestAuthority, GENEROUS_LIMITS, type TestAuthority } from '../hel
 import type { OpenedBackend } from '../helpers/backends.js';
 import { ManualClock } from '../helpers/clock.js';
 import { dbBackends, postgresSkipReason, type OpenedDb } from '../helpers/db.js';
+import { repoPath } from '../helpers/repo.js';
 
 const DAY = 86_400_000;
 
@@ -37,7 +38,7 @@ function tempDir(prefix: string): string {
   made.push(dir);
   return dir;
 }
-const EXAMPLE = readFileSync(new URL('../../config/policies/default.yaml', import.meta.url), 'utf8');
+const EXAMPLE = readFileSync(repoPath('config', 'policies', 'default.yaml'), 'utf8');
 /** The example policy with payments held above 1,000 USD instead of 10,000, and send_email off the agents' allowlist. */
 const CANDIDATE = EXAMPLE.replace(/\b10000\b/g, '1000').replace(
   `when: 'context.target.id in ["send_email", "create_ticket", "update_ticket"]'`,

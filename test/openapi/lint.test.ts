@@ -8,15 +8,14 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { openApiDocument } from '../../authority/openapi/document.js';
 import { createTestAuthority } from '../helpers/authority.js';
 import { appBackends } from '../helpers/backends.js';
+import { repoPath } from '../helpers/repo.js';
 
-const here = dirname(fileURLToPath(import.meta.url));
 const cli = join(dirname(createRequire(import.meta.url).resolve('@redocly/cli/package.json')), 'bin', 'cli.js');
-const config = join(here, 'redocly.yaml');
+const config = repoPath('test', 'openapi', 'redocly.yaml');
 
 interface LintReport {
   totals: { errors: number; warnings: number };

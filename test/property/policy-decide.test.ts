@@ -9,8 +9,9 @@ import fc from 'fast-check';
 import t from 'tap';
 import { compilePolicy, compilePolicyDocument } from '../../authority/policy/compile.js';
 import type { CompiledPolicy, DecisionInput } from '../../authority/policy/types.js';
+import { repoPath } from '../helpers/repo.js';
 
-const example = compilePolicy(readFileSync(new URL('../../config/policies/default.yaml', import.meta.url), 'utf8'));
+const example = compilePolicy(readFileSync(repoPath('config', 'policies', 'default.yaml'), 'utf8'));
 /** Conditions that fail on most inputs: the error paths get exercised too. */
 const fragile = compilePolicyDocument({
   version: 1,

@@ -22,6 +22,7 @@ import {
   boundFacts,
   normalizeBoundFact,
 } from '../../shared/permits/binding.js';
+import { repoPath } from '../helpers/repo.js';
 
 interface Vector {
   name: string;
@@ -33,7 +34,7 @@ interface Vector {
 
 // JSON.parse keeps -0, which one vector needs.
 const vectors = JSON.parse(
-  readFileSync(new URL('../fixtures/binding-vectors.json', import.meta.url), 'utf8'),
+  readFileSync(repoPath('test', 'fixtures', 'binding-vectors.json'), 'utf8'),
 ) as Vector[];
 
 /** Independent of the code under test: SHA-256 of the UTF-8 bytes, base64url, no padding. */

@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { compilePolicy, compilePolicyDocument } from '../../authority/policy/compile.js';
 import type { CompileResult, DecisionInput, PolicyError } from '../../authority/policy/types.js';
+import { repoPath } from '../helpers/repo.js';
 
 /** One payments class; `extra` goes before `rules:` (class keys), `rules` is the rule list. */
 const policy = (rules: string, extra = '') => `version: 1
@@ -246,7 +247,7 @@ t.test('all errors are reported at once, in document order', async (t) => {
 });
 
 t.test('the example policy compiles with no errors', async (t) => {
-  const result = compilePolicy(readFileSync(new URL('../../config/policies/default.yaml', import.meta.url), 'utf8'));
+  const result = compilePolicy(readFileSync(repoPath('config', 'policies', 'default.yaml'), 'utf8'));
   t.same(errorsOf(result), []);
   t.ok(result.ok);
 });

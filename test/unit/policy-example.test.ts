@@ -7,8 +7,9 @@ import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { compilePolicy, compilePolicyDocument } from '../../authority/policy/compile.js';
 import type { CheckedApproval, CompiledPolicy, Decision, DecisionInput } from '../../authority/policy/types.js';
+import { repoPath } from '../helpers/repo.js';
 
-const compiled = compilePolicy(readFileSync(new URL('../../config/policies/default.yaml', import.meta.url), 'utf8'));
+const compiled = compilePolicy(readFileSync(repoPath('config', 'policies', 'default.yaml'), 'utf8'));
 if (!compiled.ok) throw new Error(`example policy: ${JSON.stringify(compiled.errors)}`);
 const policy: CompiledPolicy = compiled.policy;
 

@@ -12,6 +12,7 @@ import t, { type Test } from 'tap';
 import { runPolicyCommand } from '../../authority/cli/policy-commands.js';
 import type { CliIo } from '../../authority/cli/admin-commands.js';
 import { escapeXml, junitReport, loadTestSuite, parseTestSuite, PolicyTestFileError, runSuites, textReport } from '../../authority/policy/testing/index.js';
+import { repoPath } from '../helpers/repo.js';
 
 
 interface XmlElement {
@@ -73,7 +74,7 @@ function parseXml(xml: string): XmlElement {
 
 const childrenNamed = (element: XmlElement, name: string) => element.children.filter((child) => child.name === name);
 
-const EXAMPLE_TESTS = new URL('../../config/policies/default.tests.yaml', import.meta.url).pathname;
+const EXAMPLE_TESTS = repoPath('config', 'policies', 'default.tests.yaml');
 
 const POLICY = `version: 1
 actor_groups:

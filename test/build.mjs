@@ -1,0 +1,43 @@
+/**
+ * Compiles the product and its tests (tsconfig.json) into dist/, for `npm test` (test/run.mjs).
+ * The tests run as the compiled JavaScript: transpiling TypeScript again in each of the test
+ * processes tap starts cost about as much CPU as many of those tests themselves. The `.mjs`
+ * support files the helpers import are copied beside them, and dist/test/ is emptied first so
+ * that a deleted or renamed test does not linger there.
+ *
+ * Example:
+ *   node test/build.mjs    # then: npx tap dist/test/unit/config.test.js
+ */
+import { spawn } from 'node:child_process';
+import { chmodSync, cpSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+/** Type-checks and emits everything in tsconfig.json; resolves on success, rejects with tsc's output. */
+export async function buildTests() {
+  rmSync(join(root, 'dist', 'test'), { recursive: true, force: true });
+  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+  const output = [];
+  const code = await new Promise((resolveRun, reject) => {
+    const child = spawn(process.execPath, [tsc, '-p', join(root, 'tsconfig.json')], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.on('data', (chunk) => output.push(chunk));
+    child.stderr.on('data', (chunk) => output.push(chunk));
+    child.once('error', reject);
+    child.once('close', (exitCode) => resolveRun(exitCode ?? 1));
+  });
+  if (code !== 0) throw new Error(`tsc -p tsconfig.json failed:\n${Buffer.concat(output).toString()}`);
+  cpSync(join(root, 'test', 'support'), join(root, 'dist', 'test', 'support'), { recursive: true, filter: (src) => !src.endsWith('.d.mts') });
+  chmodSync(join(root, 'dist', 'bin', 'countersign.js'), 0o755);
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  try {
+    await buildTests();
+  } catch (err) {
+    process.stderr.write(`${err.message}\n`);
+    process.exit(1);
+  }
+}
