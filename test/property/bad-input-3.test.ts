@@ -1,5 +1,5 @@
 /**
- * Bad input, generated: share 3 of the routes (bad-input.ts has the generators and the list).
+ * Bad input, generated: share 3 of the routes (bad-input-requests.ts has the generators and the list).
  *
  * @example
  *   npx tap test/property/bad-input-3.test.ts

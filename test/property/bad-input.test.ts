@@ -1,7 +1,7 @@
 /**
- * Bad input, generated (the generators and the route list are in bad-input.ts): the first share of
- * the routes, and random credentials and random paths, which must answer 401/404/405 envelopes and
- * never a 5xx.
+ * Bad input, generated (the generators and the route list are in bad-input-requests.ts): the
+ * first share of the routes, and random credentials and random paths, which must answer
+ * 401/404/405 envelopes and never a 5xx.
  *
  * @example
  *   npx tap test/property/bad-input.test.ts test/property/bad-input-*.test.ts
