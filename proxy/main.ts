@@ -35,6 +35,7 @@ import { Resources } from '../shared/lifecycle.js';
 import { createLogger } from '../shared/logging.js';
 import { RemoteKeyResolver } from '../shared/permits/remote-keys.js';
 import { verificationStream } from '../shared/permits/store-keys.js';
+import { permitSignatureEngine } from '../shared/permits/verify.js';
 import { openCheckedStore } from '../shared/store/open.js';
 import type { SharedStore } from '../shared/store/types.js';
 import { loadProxyConfig, ProxyConfigError, readProxyApiKey, type ProxyConfig } from './config.js';
@@ -173,6 +174,8 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
       await proxy.drain(drainTimeoutMs);
       await proxy.close();
     });
+    // Before listening: an engine COUNTERSIGN_ED25519 asks for that cannot load stops the start here.
+    const ed25519 = permitSignatureEngine();
     const url = await listen(proxy.server, initial.listen);
 
     const readyTimeoutMs = options.readyTimeoutMs ?? 1_000;
@@ -227,7 +230,7 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
     }
 
     if (initial.unmatched === 'pass') warnPassThrough(logger);
-    logger.info({ proxy: url, admin: adminUrl, upstream: initial.upstream, store: store.kind, keys_loaded: keys.ready() }, 'proxy listening');
+    logger.info({ proxy: url, admin: adminUrl, upstream: initial.upstream, store: store.kind, keys_loaded: keys.ready(), ed25519 }, 'proxy listening');
     return { url, adminUrl, metrics, logger, config: () => state.config, reload, close: closeAll };
   } catch (error) {
     await closeAll();

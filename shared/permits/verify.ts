@@ -6,8 +6,9 @@
  *   missing → parse → alg/typ/kid → key by kid → signature → claims → iss/aud → org → exists
  *   → nbf/exp → binding → epoch fence → revocation → consume (with the verification record)
  *
- * The Ed25519 check runs on the event loop while few verifications are in flight, and on libuv's
- * thread pool once several are (`signatureOn`, see signatureRunsOnPool).
+ * The Ed25519 check runs on the event loop with libsodium where it loads (ed25519.ts); with
+ * node:crypto, on the event loop while few verifications are in flight and on libuv's thread pool
+ * once several are (`signatureOn`, see signatureRunsOnPool).
  *
  * Each refusal has a stable code (`VERIFY_ERROR_CODES`); reasons are for humans only. It never
  * throws and never answers valid when something could not be established: a failing store, key
@@ -30,6 +31,7 @@
  */
 import { createPublicKey, KeyObject, verify as cryptoVerify } from 'node:crypto';
 import type { CryptoKey, JWK } from 'jose';
+import { ed25519Verifier, type Ed25519Engine, type Ed25519Verifier } from './ed25519.js';
 import type { PermitConsumption, RecordAppend, SharedStore } from '../store/types.js';
 import {
   BindingFactError,
@@ -127,12 +129,17 @@ export const POOL_WHEN_IN_FLIGHT = 3;
  * between threads would cost more CPU than it saves (about 100 µs more per request at 1,000
  * requests/s there), and nothing waits for the event loop anyway.
  *
+ *
+ * With libsodium (ed25519.ts) 'auto' stays on the event loop: its check costs about what the hop
+ * to the pool and back does, and it has no asynchronous form.
+ *
  * @example
  *   signatureRunsOnPool('auto', 1); // false: the only verification in flight
  *   signatureRunsOnPool('auto', POOL_WHEN_IN_FLIGHT); // true
+ *   signatureRunsOnPool('auto', POOL_WHEN_IN_FLIGHT, 'sodium-native'); // false
  */
-export function signatureRunsOnPool(on: SignatureOn, inFlight: number): boolean {
-  if (on === 'auto') return inFlight >= POOL_WHEN_IN_FLIGHT;
+export function signatureRunsOnPool(on: SignatureOn, inFlight: number, engine: Ed25519Engine = 'node:crypto'): boolean {
+  if (on === 'auto') return engine === 'node:crypto' && inFlight >= POOL_WHEN_IN_FLIGHT;
   return on === 'thread-pool';
 }
 
@@ -203,18 +210,17 @@ async function verify(options: VerifyPermitOptions): Promise<VerifyOutcome> {
   if (key === null) return refuse('PERMIT_INVALID', 'the permit was signed with an unknown key', null);
   if (!isEd25519PublicKey(key)) return refuse('PERMIT_INVALID', 'the key for this permit is not an Ed25519 public key', null);
 
-  // Ed25519 over the signing input with node:crypto, not WebCrypto, which would decode the header
-  // a second time per permit (alg, typ and crit are checked above).
+  // Ed25519 over the signing input with libsodium or node:crypto (ed25519.ts), not WebCrypto,
+  // which would decode the header a second time per permit (alg, typ and crit are checked above).
   const signature = Buffer.from(parts[2]!, 'base64url');
   const signingInput = Buffer.from(token.slice(0, parts[0]!.length + 1 + parts[1]!.length), 'latin1');
   let signed = false;
   if (signature.length === ED25519_SIGNATURE_BYTES) {
-    const onPool = signatureRunsOnPool(options.signatureOn ?? 'auto', verificationsInFlight);
+    const verifier = (eventLoopEd25519 ??= ed25519Verifier());
+    const onPool = signatureRunsOnPool(options.signatureOn ?? 'auto', verificationsInFlight, verifier.engine);
     try {
       // Inline, no await: a plain boolean would still cost an async hop per permit.
-      signed = onPool
-        ? await ed25519VerifyOnPool(signingInput, keyObjectOf(key), signature)
-        : cryptoVerify(null, signingInput, keyObjectOf(key), signature);
+      signed = onPool ? await ed25519VerifyOnPool(signingInput, keyObjectOf(key), signature) : verifier.verify(signingInput, keyObjectOf(key), signature);
     } catch {
       signed = false;
     }
@@ -361,6 +367,18 @@ function importEd25519Keys(jwks: readonly JWK[]): Map<string, PermitVerification
 }
 
 const ED25519_SIGNATURE_BYTES = 64;
+
+/** The event loop's Ed25519 check, chosen on first use (COUNTERSIGN_ED25519; see ed25519.ts). */
+let eventLoopEd25519: Ed25519Verifier | undefined;
+
+/**
+ * The engine that checks permit signatures in this process, chosen now: a process calls it at
+ * start-up, so a COUNTERSIGN_ED25519 that cannot be honoured stops the start instead of failing
+ * every verification later.
+ */
+export function permitSignatureEngine(): Ed25519Engine {
+  return (eventLoopEd25519 ??= ed25519Verifier()).engine;
+}
 
 /** node:crypto's Ed25519 verify as a job on libuv's thread pool. */
 function ed25519VerifyOnPool(data: Buffer, key: KeyObject, signature: Buffer): Promise<boolean> {
