@@ -1,12 +1,13 @@
 /**
- * The evaluate benchmark on real Postgres and Redis: end-to-end `POST /v1/evaluate` throughput
- * and latency, printed beside the bare hash-chained insert rate (`appendAuditEvent`, one event per
- * transaction) measured against the same Postgres in the same run, so the figures are read as
- * ratios rather than as absolute numbers from an unknown machine.
+ * The evaluate benchmark on real Postgres and Redis: end-to-end `POST /v1/evaluate` throughput,
+ * latency and the authority's CPU per evaluation, printed beside the bare hash-chained insert rate
+ * (`appendAuditEvent`, one event per transaction) measured against the same Postgres in the same
+ * run, so throughput is read as a ratio rather than as an absolute number from an unknown machine.
  *
  * The authority runs as a child process (`dist/bin/countersign.js authority`), so the load
- * generator does not share its event loop; the bench process sets up organizations and keys
- * through the compiled modules in dist/ and drives load over loopback with undici.
+ * generator does not share its event loop; its CPU is its own accounting in /proc. The bench
+ * process sets up organizations and keys through the compiled modules in dist/ and drives load
+ * over loopback with undici.
  *
  * Scenarios, each a warm-up (discarded) then a measured window; every loop stops at its deadline:
  *   bare append, 1 org / 16 orgs   appendAuditEvent in its own transaction, closed loop
@@ -16,11 +17,15 @@
  *                                  from the scheduled send time, so a stall is not hidden by the
  *                                  generator waiting for it (coordinated omission)
  *
+ * Settings come from run.mjs: seconds, warmupSeconds, concurrency (C), rate (R), cpuProfileDir.
+ * The loops, the CPU accounting, the report and the targets are in evaluate-report.mjs;
+ * evaluate-compare.mjs runs the 1-org scenarios against several builds with the helpers exported here.
+ *
  * It measures; it is not a test: missed targets print MISS and still resolve `{ ok: true }`.
  * `ok` is false only when a request failed or the stored records do not match the answers.
  *
  * @example
- *   const { ok } = await runEvaluateBench({ databaseUrl, redisUrl, seconds: 5, log: console.log, signal });
+ *   const { ok } = await runEvaluateBench({ databaseUrl, redisUrl, seconds: 5, warmupSeconds: 1, concurrency: 32, rate: 500, log: console.log, signal });
  */
 import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -29,31 +34,30 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Pool, request } from 'undici';
 import { freePort } from '../support/servers.mjs';
-import {
-  authorityYaml, createBenchDatabase, describeExit, fmt, formatTable, machineTimes, percent, percentile, READY_TIMEOUT_MS, STOP_TIMEOUT_MS,
-} from './bench-common.mjs';
+import { authorityYaml, createBenchDatabase, describeExit, READY_TIMEOUT_MS, STOP_TIMEOUT_MS } from './bench-common.mjs';
+import { checkStored, closedLoop, measureScenario, openLoop, report } from './evaluate-report.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const dist = (path) => join(root, 'dist', path);
-const CLI = dist('bin/countersign.js');
+const DIST = join(root, 'dist');
+export const CLI = join(DIST, 'bin', 'countersign.js');
 
 const ORGS = 16;
 const REQUEST_TIMEOUT_MS = 10_000;
-/** A scenario that keeps failing stops early rather than spinning for its whole window. */
-const MAX_ERRORS_PER_SCENARIO = 1_000;
 /** Child output kept for the report when it crashes. */
 const CHILD_OUTPUT_LINES = 200;
 
-const TARGETS = { oneOrgPerSecond: 1_500, sixteenOrgsPerSecond: 2_500, openLoopP99Ms: 20 };
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** The compiled product modules; imported lazily so a missing build is one clear error. */
-async function loadProduct() {
-  if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` (npm run bench does it first)');
-  const load = (path) => import(dist(path));
+/**
+ * The compiled product modules of a build (this checkout's dist/ unless given); imported lazily
+ * so a missing build is one clear error.
+ */
+export async function loadProduct(dist = DIST) {
+  if (!existsSync(join(dist, 'bin', 'countersign.js'))) throw new Error(`${dist} is missing: run \`npm run build\` (npm run bench does it first)`);
+  const load = (path) => import(join(dist, path));
   const [pgStore, orgs, keys, versions, boot, chain, time, scopes] = await Promise.all([
     load('authority/store/pg.js'),
     load('authority/orgs/organizations.js'),
@@ -106,26 +110,35 @@ async function isReady(api) {
 }
 
 /**
+ * The secrets an authority runs with. One that restarts on the same database needs the same
+ * ones: the secret key decrypts the signing keys it stored on its first start.
+ */
+export function authoritySecrets() {
+  // The bootstrap key is given rather than generated, so the first start writes no key file.
+  return { secretKey: randomBytes(32).toString('base64'), bootstrapKey: `ask_live_${randomBytes(24).toString('hex')}` };
+}
+
+/**
  * Starts `countersign authority` on two free loopback ports. At log level warn the "authority
  * ready" line is not written (info would also log every request, which the bench must not pay
- * for), so the ports are chosen here and readiness is polled on /readyz.
+ * for), so the ports are chosen here and readiness is polled on /readyz. `cli` may name another
+ * build's dist/bin/countersign.js and `nodeOptions` its Node flags (evaluate-compare.mjs).
  */
-async function startAuthorityChild({ databaseUrl, redisUrl, dir, cpuProfileDir }) {
+export async function startAuthorityChild({ databaseUrl, redisUrl, dir, cpuProfileDir, cli = CLI, nodeOptions, secrets = authoritySecrets() }) {
   const configFile = join(dir, 'authority.yaml');
   await writeFile(configFile, authorityYaml('test/bench/evaluate-bench.mjs'));
   const [apiPort, adminPort] = [await freePort(), await freePort()];
-  // Given rather than generated, so the first start writes no key file.
-  const bootstrapKey = `ask_live_${randomBytes(24).toString('hex')}`;
   // A CPU profile of the authority under load, written when it exits, for whoever works on the figures.
   const profile = cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${resolve(cpuProfileDir)}`] : [];
-  const child = spawn(process.execPath, [...profile, CLI, 'authority', '--config', configFile], {
+  const child = spawn(process.execPath, [...profile, cli, 'authority', '--config', configFile], {
     cwd: root,
     env: {
       PATH: process.env.PATH,
+      ...(nodeOptions ? { NODE_OPTIONS: nodeOptions } : {}),
       DATABASE_URL: databaseUrl,
       REDIS_URL: redisUrl,
-      COUNTERSIGN_SECRET_KEY: randomBytes(32).toString('base64'),
-      COUNTERSIGN_BOOTSTRAP_KEY: bootstrapKey,
+      COUNTERSIGN_SECRET_KEY: secrets.secretKey,
+      COUNTERSIGN_BOOTSTRAP_KEY: secrets.bootstrapKey,
       COUNTERSIGN_DATA_DIR: join(dir, 'data'),
       COUNTERSIGN_AUTHORITY_LISTEN: `127.0.0.1:${apiPort}`,
       COUNTERSIGN_AUTHORITY_ADMIN_LISTEN: `127.0.0.1:${adminPort}`,
@@ -144,11 +157,12 @@ async function startAuthorityChild({ databaseUrl, redisUrl, dir, cpuProfileDir }
     if (await isReady(authority.api).catch(() => false)) return authority;
     await sleep(100);
   }
+  await stopAuthorityChild(authority);
   throw new Error(`the authority was not ready within ${READY_TIMEOUT_MS / 1000} s:\n${output()}`);
 }
 
 /** SIGTERM (drain), SIGKILL when it does not stop; resolves how it ended. */
-async function stopAuthorityChild(authority) {
+export async function stopAuthorityChild(authority) {
   if (!authority.exit) {
     authority.child.kill('SIGTERM');
     const timer = setTimeout(() => authority.child.kill('SIGKILL'), STOP_TIMEOUT_MS);
@@ -158,10 +172,17 @@ async function stopAuthorityChild(authority) {
   return authority.exit;
 }
 
+/** Aborts when the child exits, so the loops stop at once instead of collecting connection errors. */
+export function abortOnExit(authority) {
+  const controller = new AbortController();
+  authority.exited.then(() => controller.abort());
+  return controller.signal;
+}
+
 // ── Setup ─────────────────────────────────────────────────────────────────────────────────────
 
 /** `count` organizations with an admin key and the example policy each, in one transaction. */
-async function createEvaluateOrgs(product, db, count) {
+export async function createEvaluateOrgs(product, db, count) {
   const { source, format } = await product.readBootstrapPolicy(undefined);
   const versions = new product.PolicyVersions(db, product.systemClock);
   return db.transaction(async (tx) => {
@@ -187,129 +208,6 @@ async function createAppendOrgs(product, db, count) {
   });
 }
 
-// ── Measuring ─────────────────────────────────────────────────────────────────────────────────
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-/**
- * Counts a request in the window by its start (closed loop) or scheduled (open loop) time, so
- * each request is counted once whatever its latency. Errors count in the warm-up too: there must
- * be none at all.
- */
-function createRecorder(windowStart, windowEnd) {
-  const latencies = [];
-  const errorKinds = new Map();
-  const recorder = { latencies, errors: 0, ok: 0, errorKinds, windowStart, windowEnd };
-  recorder.record = (startedAt, finishedAt, error) => {
-    if (error) {
-      recorder.errors += 1;
-      const seen = errorKinds.get(error.kind);
-      if (seen) seen.count += 1;
-      else errorKinds.set(error.kind, { count: 1, example: error.example });
-      return;
-    }
-    recorder.ok += 1;
-    if (startedAt >= windowStart && startedAt < windowEnd) latencies.push(finishedAt - startedAt);
-  };
-  return recorder;
-}
-
-function summarize(name, concurrency, recorder) {
-  const sorted = Float64Array.from(recorder.latencies).sort();
-  const seconds = (recorder.windowEnd - recorder.windowStart) / 1000;
-  return {
-    name,
-    concurrency,
-    requests: sorted.length,
-    perSecond: sorted.length / seconds,
-    p50: percentile(sorted, 0.5),
-    p99: percentile(sorted, 0.99),
-    errors: recorder.errors,
-    ok: recorder.ok,
-    errorKinds: recorder.errorKinds,
-  };
-}
-
-/** One closed-loop client: the next request starts when the previous one answered. */
-async function closedLoopClient(send, recorder, stop) {
-  for (let n = 0; performance.now() < recorder.windowEnd && !stop(); n += 1) {
-    const startedAt = performance.now();
-    const error = await send(n);
-    recorder.record(startedAt, performance.now(), error);
-  }
-}
-
-/** `senders` closed-loop clients for warm-up + window. */
-async function closedLoop(name, senders, { warmupMs, windowMs, signal }) {
-  const windowStart = performance.now() + warmupMs;
-  const recorder = createRecorder(windowStart, windowStart + windowMs);
-  const stop = () => signal.aborted || recorder.errors >= MAX_ERRORS_PER_SCENARIO;
-  await Promise.all(senders.map((send) => closedLoopClient(send, recorder, stop)));
-  return summarize(name, senders.length, recorder);
-}
-
-/**
- * Sends at a fixed rate regardless of answers: request i is due at start + i/rate, sent when the
- * timer loop reaches it, and its latency runs from that due time.
- */
-async function openLoop(name, send, { rate, warmupMs, windowMs, signal }) {
-  const start = performance.now();
-  const recorder = createRecorder(start + warmupMs, start + warmupMs + windowMs);
-  const interval = 1000 / rate;
-  const total = Math.floor(((warmupMs + windowMs) / 1000) * rate);
-  const inFlight = new Set();
-  for (let i = 0; i < total && !signal.aborted && recorder.errors < MAX_ERRORS_PER_SCENARIO; ) {
-    const now = performance.now();
-    for (; i < total && start + i * interval <= now; i += 1) {
-      const dueAt = start + i * interval;
-      const pending = send(i).then((error) => recorder.record(dueAt, performance.now(), error));
-      inFlight.add(pending);
-      pending.finally(() => inFlight.delete(pending));
-    }
-    await sleep(1);
-  }
-  await Promise.all(inFlight);
-  return summarize(name, `${rate}/s`, recorder);
-}
-
-// ── CPU ───────────────────────────────────────────────────────────────────────────────────────
-
-/** The authority's process CPU seconds, from its own /metrics (prom-client's default metrics). */
-async function authorityCpuSeconds(adminUrl) {
-  const response = await request(`${adminUrl}/metrics`, { headersTimeout: 5_000, bodyTimeout: 5_000 });
-  const text = await response.body.text();
-  const match = /^process_cpu_seconds_total (\S+)$/m.exec(text);
-  return match ? Number(match[1]) : Number.NaN;
-}
-
-async function cpuSnapshot(adminUrl) {
-  return {
-    at: performance.now(),
-    authority: await authorityCpuSeconds(adminUrl).catch(() => Number.NaN),
-    generator: process.cpuUsage(),
-    machine: machineTimes(),
-  };
-}
-
-/**
- * Where the CPU went during a scenario's measured window: the authority and this process (the
- * load generator, and for the bare appends the appender itself) in % of one core, the machine in
- * % of all its cores. What the machine spent beyond the two is mostly Postgres and Redis.
- */
-function cpuWindow(adminUrl, warmupMs) {
-  const first = sleep(warmupMs).then(() => cpuSnapshot(adminUrl));
-  return async () => {
-    const [start, end] = [await first, await cpuSnapshot(adminUrl)];
-    const seconds = (end.at - start.at) / 1000;
-    const generatorMicros = end.generator.user + end.generator.system - start.generator.user - start.generator.system;
-    return {
-      authority: ((end.authority - start.authority) / seconds) * 100,
-      generator: (generatorMicros / 1e6 / seconds) * 100,
-      machine: ((end.machine.busy - start.machine.busy) / (end.machine.total - start.machine.total)) * 100,
-    };
-  };
-}
-
 // ── Senders ───────────────────────────────────────────────────────────────────────────────────
 
 function evaluateBody(targetId) {
@@ -333,8 +231,16 @@ function httpFailure(status, text) {
   return failure(`HTTP ${status} ${code}`.trim(), text);
 }
 
+/**
+ * Keep-alive and no pipelining, with a connection for every closed-loop client (and room for the
+ * open loop's bursts), so a request waits only for its own answer.
+ */
+export function evaluatePool(api, concurrency) {
+  return new Pool(api, { connections: Math.max(concurrency, 64), pipelining: 1, keepAliveTimeout: 30_000 });
+}
+
 /** Resolves null for an allow with a permit, else a failure saying what came back. */
-function evaluateSender(pool, key, tag) {
+export function evaluateSender(pool, key, tag) {
   const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
   return async (n) => {
     try {
@@ -401,111 +307,41 @@ function appendSender(product, db, orgId, tag) {
 }
 
 /** `concurrency` senders spread evenly over `orgs`. */
-function spread(orgs, concurrency, makeSender) {
+export function spread(orgs, concurrency, makeSender) {
   return Array.from({ length: concurrency }, (_, i) => makeSender(orgs[i % orgs.length], i));
-}
-
-// ── Consistency ───────────────────────────────────────────────────────────────────────────────
-
-/** Problems found when the stored records are compared with what the authority answered. */
-async function checkStored(db, answeredAllow) {
-  const problems = [];
-  const [{ evaluations, permits }] = await db.query(
-    'SELECT (SELECT count(*) FROM evaluations) AS evaluations, (SELECT count(*) FROM permits) AS permits',
-  );
-  if (evaluations !== answeredAllow) problems.push(`${evaluations} evaluations stored, ${answeredAllow} answered allow`);
-  if (permits !== answeredAllow) problems.push(`${permits} permits stored, ${answeredAllow} answered allow`);
-  const heads = await db.query(
-    `SELECT h.org_id, h.sequence, count(e.id) AS events, coalesce(max(e.sequence), 0) AS last
-       FROM audit_chain_heads h LEFT JOIN audit_events e ON e.org_id = h.org_id
-      GROUP BY h.org_id, h.sequence`,
-  );
-  for (const head of heads) {
-    if (head.sequence !== head.events || head.sequence !== head.last) {
-      problems.push(`organization ${head.org_id}: head at sequence ${head.sequence}, ${head.events} events, last sequence ${head.last}`);
-    }
-  }
-  return problems;
-}
-
-// ── Report ────────────────────────────────────────────────────────────────────────────────────
-
-function table(rows) {
-  const header = ['scenario', 'clients', 'requests', 'per s', 'p50 ms', 'p99 ms', 'errors', 'authority cpu', 'bench cpu', 'machine busy'];
-  const cells = rows.map((r) => [
-    r.name, String(r.concurrency), String(r.requests), fmt(r.perSecond, 0), fmt(r.p50, 2), fmt(r.p99, 2), String(r.errors),
-    percent(r.cpu.authority), percent(r.cpu.generator), percent(r.cpu.machine),
-  ]);
-  return formatTable(header, cells);
-}
-
-function verdict(pass) {
-  return pass ? 'PASS' : 'MISS';
-}
-
-function report(log, results, rate) {
-  const { bare1, bare16, eval1, eval16, open } = results;
-  log('');
-  log(table([bare1, bare16, eval1, eval16, open]));
-  log(`(cpu: authority and bench process in % of one core, machine in % of all ${availableParallelism()} cores; bench = load generator, or the appender in the bare rows)`);
-  log('');
-  log('ratios (evaluations/s ÷ bare appends/s at the same clients and organizations; each evaluation appends 2 events; concurrent evaluations share a transaction):');
-  log(`  1 org:   ${fmt(eval1.perSecond, 0)} / ${fmt(bare1.perSecond, 0)} = ${fmt(eval1.perSecond / bare1.perSecond, 2)}`);
-  log(`  16 orgs: ${fmt(eval16.perSecond, 0)} / ${fmt(bare16.perSecond, 0)} = ${fmt(eval16.perSecond / bare16.perSecond, 2)}`);
-  log('');
-  log('targets (2-core machine):');
-  log(`  evaluate, 1 org    >= ${TARGETS.oneOrgPerSecond}/s: ${fmt(eval1.perSecond, 0)}/s  ${verdict(eval1.perSecond >= TARGETS.oneOrgPerSecond)}`);
-  log(`  evaluate, 16 orgs  >= ${TARGETS.sixteenOrgsPerSecond}/s: ${fmt(eval16.perSecond, 0)}/s  ${verdict(eval16.perSecond >= TARGETS.sixteenOrgsPerSecond)}`);
-  const openPass = open.p99 <= TARGETS.openLoopP99Ms && open.errors === 0;
-  log(`  p99 at ${rate}/s     <= ${TARGETS.openLoopP99Ms} ms: ${fmt(open.p99, 2)} ms  ${verdict(openPass)}${open.errors > 0 ? ' (it had errors)' : ''}`);
-  for (const row of Object.values(results)) {
-    for (const [kind, { count, example }] of row.errorKinds) log(`errors in "${row.name}": ${count} × ${kind}, e.g. ${example}`);
-  }
 }
 
 // ── Run ───────────────────────────────────────────────────────────────────────────────────────
 
 async function runScenarios({ product, db, authority, orgs, appendOrgs, options }) {
   const { concurrency, rate, log } = options;
-  const timing = { warmupMs: options.warmupSeconds * 1000, windowMs: options.seconds * 1000 };
-  // The child dying mid-run stops every loop at once instead of collecting connection errors.
-  const signal = AbortSignal.any([options.signal, abortOnExit(authority)]);
-  const run = { ...timing, signal };
-  const results = {};
-  const step = async (key, label, fn) => {
-    if (options.signal.aborted) throw new Error('interrupted');
-    log(`running: ${label} (${options.warmupSeconds} s warm-up + ${options.seconds} s)`);
-    const cpu = cpuWindow(authority.admin, timing.warmupMs);
-    results[key] = await fn();
-    results[key].cpu = await cpu();
-    if (authority.exit) throw new Error(`the authority exited (${describeExit(authority.exit)}) during "${label}":\n${authority.output()}`);
-    // A cut-short scenario's figures would read as measurements; report none.
-    if (options.signal.aborted) throw new Error(`interrupted during "${label}"`);
+  const run = {
+    authority,
+    warmupMs: options.warmupSeconds * 1000,
+    windowMs: options.seconds * 1000,
+    signal: AbortSignal.any([options.signal, abortOnExit(authority)]),
   };
-  await step('bare1', 'bare append, 1 org', () =>
-    closedLoop('bare append, 1 org', spread(appendOrgs.slice(0, 1), concurrency, (org, i) => appendSender(product, db, org.id, `a1-${i}`)), run));
-  await step('bare16', 'bare append, 16 orgs', () =>
-    closedLoop('bare append, 16 orgs', spread(appendOrgs, concurrency, (org, i) => appendSender(product, db, org.id, `a16-${i}`)), run));
-  // Keep-alive and no pipelining, with a connection for every closed-loop client (and room for the
-  // open loop's bursts), so a request waits only for its own answer.
-  const pool = new Pool(authority.api, { connections: Math.max(concurrency, 64), pipelining: 1, keepAliveTimeout: 30_000 });
+  const results = {};
+  const step = async (key, name, loop) => {
+    log(`running: ${name} (${options.warmupSeconds} s warm-up + ${options.seconds} s)`);
+    results[key] = await measureScenario(name, loop, run);
+  };
+  const bare = (name, count, tag) => (window) =>
+    closedLoop(name, spread(appendOrgs.slice(0, count), concurrency, (org, i) => appendSender(product, db, org.id, `${tag}-${i}`)), { window, signal: run.signal });
+  await step('bare1', 'bare append, 1 org', bare('bare append, 1 org', 1, 'a1'));
+  await step('bare16', 'bare append, 16 orgs', bare('bare append, 16 orgs', ORGS, 'a16'));
+  const pool = evaluatePool(authority.api, concurrency);
   try {
-    await step('eval1', 'evaluate, 1 org', () =>
-      closedLoop('evaluate, 1 org', spread(orgs.slice(0, 1), concurrency, (org, i) => evaluateSender(pool, org.key, `e1-${i}`)), run));
-    await step('eval16', 'evaluate, 16 orgs', () =>
-      closedLoop('evaluate, 16 orgs', spread(orgs, concurrency, (org, i) => evaluateSender(pool, org.key, `e16-${i}`)), run));
-    await step('open', `evaluate, 1 org, open loop ${rate}/s`, () =>
-      openLoop('evaluate, 1 org, open loop', evaluateSender(pool, orgs[0].key, 'open'), { ...run, rate }));
+    const closed = (name, count, tag) => (window) =>
+      closedLoop(name, spread(orgs.slice(0, count), concurrency, (org, i) => evaluateSender(pool, org.key, `${tag}-${i}`)), { window, signal: run.signal });
+    await step('eval1', 'evaluate, 1 org', closed('evaluate, 1 org', 1, 'e1'));
+    await step('eval16', 'evaluate, 16 orgs', closed('evaluate, 16 orgs', ORGS, 'e16'));
+    await step('open', `evaluate, 1 org, open loop ${rate}/s`, (window) =>
+      openLoop('evaluate, 1 org, open loop', evaluateSender(pool, orgs[0].key, 'open'), { rate, window, signal: run.signal }));
   } finally {
     await pool.close();
   }
   return results;
-}
-
-function abortOnExit(authority) {
-  const controller = new AbortController();
-  authority.exited.then(() => controller.abort());
-  return controller.signal;
 }
 
 /**

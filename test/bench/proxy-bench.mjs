@@ -14,6 +14,8 @@
  *                          (`dispatch`, what proxy/forward.ts does)
  *   countersign enforce    the proxy's enforced route, a fresh permit per request
  *   naive gate             jose jwtVerify + Redis SET NX + the classic http-proxy, fresh permits too
+ *   the floor              an Ed25519 verify and a Redis round trip, each alone (floor-bench.mjs),
+ *                          beside the undici dispatch row: what an enforced request cannot avoid
  *   durability none, aof (disk), replica
  *                          the enforced route again, once per store durability mode, each with its
  *                          own proxy and redis-server process(es): none on a Redis without
@@ -51,6 +53,7 @@ import { report } from './proxy-report.mjs';
 import { reportDurability, runDurabilityRows, startDurabilitySetups } from './durability-bench.mjs';
 import { localStorePids, mintPermitRequests, PERMIT_HEADER, proxyYaml, setUpOrganization } from './proxy-setup.mjs';
 import { runSoak } from './proxy-soak.mjs';
+import { measureFloorParts } from './floor-bench.mjs';
 
 const UPSTREAM_BODY = '{"ok":true,"service":"bench-upstream"}';
 const PASS_REQUEST = { method: 'GET', path: '/pass/item?page=1', headers: { accept: 'application/json' } };
@@ -251,6 +254,12 @@ export async function runProxyBench(options) {
     await durabilitySetups.stop();
     extra.gatedOk += durability.gatedOk;
     const soak = servers && options.soakSeconds > 0 ? await runSoak({ proxy: servers.proxy, measure, mint, options, log }) : null;
+    let floor = null;
+    if (servers) {
+      log('running: the floor\'s parts (Ed25519 verify, Redis round trip), each alone');
+      await settle([authority.pid, ...(await localStorePids(redisUrl, options.databaseUrl))]);
+      floor = await measureFloorParts({ redisUrl, seconds: options.seconds, connections: options.connections });
+    }
     if (soak) extra.gatedOk += soak.ok;
 
     const stats = await upstreamStats(upstream);
@@ -260,7 +269,7 @@ export async function runProxyBench(options) {
     const errors = [...Object.values(rows.closed), ...Object.values(rows.open), ...extra.probes].reduce((sum, row) => sum + row.errors, 0) + (soak?.errors ?? 0) + durability.errors;
 
     const proxyExit = servers ? await servers.proxy.stop() : { code: 0 };
-    if (servers) report(log, { rows, rss: { idle: idleRss, ...extra.rss }, soak, nginx: Boolean(servers.nginx), rate: options.rate, probes: extra.probes });
+    if (servers) report(log, { rows, rss: { idle: idleRss, ...extra.rss }, soak, nginx: Boolean(servers.nginx), rate: options.rate, probes: extra.probes, floor });
     const enforce = { closed: rows.closed['countersign enforce'], open: rows.open['countersign enforce'] };
     reportDurability(log, durability, { rate: options.rate, enforce });
     log('');

@@ -1,19 +1,28 @@
 /**
  * Prints the proxy benchmark's figures: the closed- and open-loop tables, the ratios, the p99 each
- * server adds over the bare upstream at the same rate, the proxy's memory, the soak, and the
- * targets with PASS/MISS. Figures only: whether the run failed is decided elsewhere.
+ * server adds over the bare upstream at the same rate, the proxy's memory, the soak, the floor of
+ * an enforced request (floor-bench.mjs), and the targets with PASS/MISS. Figures only: whether
+ * the run failed is decided elsewhere.
  *
  * @example
- *   report(console.log, { rows, rss, soak, nginx: true, rate: 1000, probes });
+ *   report(console.log, { rows, rss, soak, nginx: true, rate: 1000, probes, floor });
  */
 import { availableParallelism } from 'node:os';
 import { fmt, formatTable, percent } from './bench-common.mjs';
+import { FLOOR_TARGET, floorLines } from './floor-bench.mjs';
 
 export const TARGETS = {
-  passThroughOfNginx: 0.45,
-  enforceOverNaive: 1.5,
-  addedP99PassMs: 1,
-  addedP99EnforceMs: 2,
+  /** The enforced route's proxy CPU per request, at most this share of the naive gate's. */
+  enforceCpuOfNaive: 0.8,
+  /** …and at most this many times the floor (floor-bench.mjs). */
+  enforceCpuOfFloor: FLOOR_TARGET,
+  /** Closed-loop throughput of the enforced route, at least this many times the naive gate's. */
+  enforceThroughputOfNaive: 1.25,
+  /** The p99 the enforced route adds at the open-loop rate, at most this many times the naive gate's. */
+  enforceAddedP99OfNaive: 1.5,
+  passThroughOfNginx: 0.8,
+  /** The p99 pass-through adds, at most nginx's added p99 plus this. */
+  passAddedP99OverNginxMs: 0.3,
   rssMaxBytes: 120 * 2 ** 20,
   /** RSS at the end of the soak over its first-minute value, at most this much higher. */
   soakGrowth: 0.1,
@@ -70,23 +79,33 @@ function soakLines(log, soak) {
   log(`  RSS sampled every second: start ${mb(soak.rss.start)}, max ${mb(soak.rss.max)}, end ${mb(soak.rss.end)}; waited ${fmt(soak.waitedMs / 1000, 1)} s in all for permits between segments`);
 }
 
-function targetLines(log, { closed, open, rss, soak, nginx, rate }) {
+function targetLines(log, { closed, open, rss, soak, nginx, rate, floorSum }) {
   const pass = closed['countersign pass-through'];
   const enforce = closed['countersign enforce'];
+  const naive = closed['naive gate'];
   log('');
-  log('targets (2-core machine):');
+  log('targets (ratios within this run):');
+  const cpuOfNaive = perRequest(enforce) / perRequest(naive);
+  log(`  enforce, proxy CPU per request <= ${TARGETS.enforceCpuOfNaive}× the naive gate's: ${fmt(perRequest(enforce), 0)} µs ÷ ${fmt(perRequest(naive), 0)} µs = ${fmt(cpuOfNaive, 2)}×  ${verdict(cpuOfNaive <= TARGETS.enforceCpuOfNaive)}`);
+  if (floorSum !== undefined) {
+    const cpuOfFloor = perRequest(enforce) / floorSum;
+    log(`  enforce, proxy CPU per request <= ${TARGETS.enforceCpuOfFloor}× the floor: ${fmt(perRequest(enforce), 0)} µs ÷ ${fmt(floorSum, 0)} µs = ${fmt(cpuOfFloor, 2)}×  ${verdict(cpuOfFloor <= TARGETS.enforceCpuOfFloor)}`);
+  }
+  const overNaive = enforce.perSecond / naive.perSecond;
+  log(`  enforce, closed-loop throughput >= ${TARGETS.enforceThroughputOfNaive}× the naive gate's: ${fmt(overNaive, 2)}×  ${verdict(overNaive >= TARGETS.enforceThroughputOfNaive)}`);
+  const addedEnforce = addedP99(open, 'countersign enforce');
+  const addedNaive = addedP99(open, 'naive gate');
+  const enforceP99Pass = addedEnforce <= TARGETS.enforceAddedP99OfNaive * addedNaive;
+  log(`  enforce, added p99 at ${rate}/s <= ${TARGETS.enforceAddedP99OfNaive}× the naive gate's (${fmt(addedNaive, 2)} ms): ${fmt(addedEnforce, 2)} ms  ${verdict(enforceP99Pass)}`);
+  const addedPass = addedP99(open, 'countersign pass-through');
   if (nginx) {
     const share = pass.perSecond / closed.nginx.perSecond;
-    log(`  pass-through >= ${TARGETS.passThroughOfNginx * 100} % of nginx's throughput: ${fmt(share * 100, 0)} %  ${verdict(share >= TARGETS.passThroughOfNginx)}`);
+    log(`  pass-through throughput >= ${TARGETS.passThroughOfNginx * 100} % of nginx's: ${fmt(share * 100, 0)} %  ${verdict(share >= TARGETS.passThroughOfNginx)}`);
+    const addedNginx = addedP99(open, 'nginx');
+    log(`  pass-through, added p99 at ${rate}/s <= nginx's (${fmt(addedNginx, 2)} ms) + ${TARGETS.passAddedP99OverNginxMs} ms: ${fmt(addedPass, 2)} ms  ${verdict(addedPass <= addedNginx + TARGETS.passAddedP99OverNginxMs)}`);
   } else {
-    log(`  pass-through >= ${TARGETS.passThroughOfNginx * 100} % of nginx's throughput: not measured (nginx not installed)`);
+    log(`  pass-through against nginx (throughput >= ${TARGETS.passThroughOfNginx * 100} %, added p99 <= nginx's + ${TARGETS.passAddedP99OverNginxMs} ms): not measured (nginx not installed)`);
   }
-  const overNaive = enforce.perSecond / closed['naive gate'].perSecond;
-  log(`  enforce >= ${TARGETS.enforceOverNaive}× the naive gate's throughput: ${fmt(overNaive, 2)}×  ${verdict(overNaive >= TARGETS.enforceOverNaive)}`);
-  const addedPass = addedP99(open, 'countersign pass-through');
-  const addedEnforce = addedP99(open, 'countersign enforce');
-  log(`  added p99 at ${rate}/s, pass-through <= ${TARGETS.addedP99PassMs} ms: ${fmt(addedPass, 2)} ms  ${verdict(addedPass <= TARGETS.addedP99PassMs)}`);
-  log(`  added p99 at ${rate}/s, enforce <= ${TARGETS.addedP99EnforceMs} ms: ${fmt(addedEnforce, 2)} ms  ${verdict(addedEnforce <= TARGETS.addedP99EnforceMs)}`);
   const maxRss = Math.max(rss.max, soak?.rss.max ?? 0);
   log(`  proxy RSS <= ${mb(TARGETS.rssMaxBytes)}: max ${mb(maxRss)}  ${verdict(maxRss <= TARGETS.rssMaxBytes)}`);
   if (soak && soak.minutes.length >= 2) {
@@ -101,7 +120,7 @@ function targetLines(log, { closed, open, rss, soak, nginx, rate }) {
   }
 }
 
-export function report(log, { rows, rss, soak, nginx, rate, probes }) {
+export function report(log, { rows, rss, soak, nginx, rate, probes, floor }) {
   const { closed, open } = rows;
   const ordered = (set) => Object.values(set);
   log('');
@@ -129,7 +148,8 @@ export function report(log, { rows, rss, soak, nginx, rate, probes }) {
   log('');
   log(`proxy memory (RSS): ${mb(rss.idle)} after start; over the gated runs start ${mb(rss.start)}, max ${mb(rss.max)}, end ${mb(rss.end)}`);
   if (soak) soakLines(log, soak);
-  targetLines(log, { closed, open, rss, soak, nginx, rate });
+  const floorSum = floor ? floorLines(log, { floor, dispatchUs: perRequest(closed['undici dispatch pass-through']), enforceUs: perRequest(closed['countersign enforce']) }) : undefined;
+  targetLines(log, { closed, open, rss, soak, nginx, rate, floorSum });
   for (const row of [...ordered(closed), ...ordered(open), ...probes, ...(soak?.minutes.map((m) => m.row) ?? [])]) {
     for (const { kind, count, example } of row.errorKinds) log(`errors in "${row.name}" (${row.load}): ${count} × ${kind}, e.g. ${example}`);
   }

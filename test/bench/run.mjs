@@ -17,11 +17,13 @@
  *                         (npm test's server runs without them)
  *   BENCH_CPU_PROFILE=DIR write CPU profiles into DIR (node --cpu-prof): the authority child of
  *                         the evaluate bench, the proxy child of the proxy bench
- *   BENCH_ONLY            evaluate | proxy | durability: run only that benchmark (default: evaluate
- *                         and proxy); durability = the proxy bench's durability rows alone (the
- *                         enforced route with store durability none, aof on disk, replica; each
- *                         mode on its own redis-server processes, started here from PATH or
- *                         /usr/bin even when REDIS_URL is set), with the authority they need
+ *   BENCH_ONLY            evaluate | proxy | floor | durability: run only that benchmark (default:
+ *                         evaluate and proxy, which includes the floor); floor = the three parts of
+ *                         an enforced request's floor alone (floor-bench.mjs); durability = the
+ *                         proxy bench's durability rows alone (the enforced route with store
+ *                         durability none, aof on disk, replica; each mode on its own
+ *                         redis-server processes, started here from PATH or /usr/bin even when
+ *                         REDIS_URL is set), with the authority they need
  *   BENCH_PROXY_CONNECTIONS  proxy bench: closed-loop connections, default 32
  *   BENCH_PROXY_RATE      proxy bench: open-loop requests per second, default 1000 (the durability
  *                         rows' open loop too)
@@ -34,11 +36,13 @@
  *   BENCH_SECONDS=10 BENCH_DURABLE=1 npm run bench
  *   BENCH_ONLY=proxy BENCH_SOAK_SECONDS=300 npm run bench
  *   BENCH_ONLY=durability npm run bench
+ *   BENCH_ONLY=floor npm run bench
  */
 import { startPostgres, startRedis, stopServers } from '../support/servers.mjs';
 import { setting } from './bench-common.mjs';
 import { runEvaluateBench } from './evaluate-bench.mjs';
 import { runProxyBench } from './proxy-bench.mjs';
+import { runFloorBench } from './floor-bench.mjs';
 
 const log = (line) => process.stdout.write(`${line}\n`);
 
@@ -65,6 +69,8 @@ const BENCHES = {
   proxy: (options) => runProxyBench({ ...options, rate: options.proxyRate }),
   // The proxy bench's durability rows alone (the full proxy bench runs them too).
   durability: (options) => runProxyBench({ ...options, rate: options.proxyRate, only: 'durability' }),
+  // The floor of an enforced request alone: Ed25519 verify, Redis round trip, undici dispatch.
+  floor: (options) => runFloorBench(options),
 };
 
 /** The benchmarks BENCH_ONLY names, or all of them (evaluate and proxy: proxy includes durability). */

@@ -1,0 +1,229 @@
+#!/usr/bin/env node
+/**
+ * Compares builds of the authority's evaluate path in one run, alternating them round by round.
+ * Two full `npm run bench` runs of the same code differ by tens of percent on a shared 2-core
+ * machine, so a change worth 10–30 % only shows when the builds are measured side by side, under
+ * the same drift.
+ *
+ *   node test/bench/evaluate-compare.mjs LABEL=BUILD[@NODE_OPTIONS] ...
+ *
+ *   BUILD  `.`: this checkout's dist/ (run `npm run build` first); anything else: a git revision,
+ *          checked out into a temporary worktree and built there with this checkout's node_modules
+ *   @NODE_OPTIONS  the authority's Node flags for that entry (default: none, as in the evaluate bench)
+ *
+ * Environment: BENCH_ROUNDS (3), BENCH_SECONDS (4), BENCH_WARMUP_SECONDS (1), BENCH_CONCURRENCY
+ * (32), BENCH_RATE (500), and DATABASE_URL / REDIS_URL (else a throwaway Postgres and
+ * redis-server, as `npm test` starts them).
+ *
+ * Each build gets a database of its own, migrated by its own authority on its first start, with one
+ * organization (admin key, the example policy) created through that build's dist/ modules, so a
+ * build whose schema differs is set up as its code expects; the database is kept across rounds.
+ * Every run starts that build's authority afresh (evaluate-bench.mjs's child), then measures the
+ * evaluate bench's 1-org scenarios: a closed loop of BENCH_CONCURRENCY clients (throughput, and
+ * the authority's CPU per evaluation from its own accounting in /proc) and an open loop at
+ * BENCH_RATE (p99 from the scheduled send times). It prints every run, then per build the medians
+ * and the ratio to the first entry within each round.
+ *
+ * @example
+ *   npm run build
+ *   node test/bench/evaluate-compare.mjs base=HEAD~1 new=.
+ *   BENCH_ROUNDS=5 node test/bench/evaluate-compare.mjs semi16=.@--max-semi-space-size=16 default=.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startPostgres, startRedis, stopServers } from '../support/servers.mjs';
+import { createBenchDatabase, fmt, formatTable, percentile, setting } from './bench-common.mjs';
+import {
+  abortOnExit, authoritySecrets, CLI, createEvaluateOrgs, evaluatePool, evaluateSender, loadProduct, spread, startAuthorityChild, stopAuthorityChild,
+} from './evaluate-bench.mjs';
+import { closedLoop, measureScenario, openLoop } from './evaluate-report.mjs';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+const log = (line) => process.stdout.write(`${line}\n`);
+const ROUNDS = setting('BENCH_ROUNDS', 3, { min: 1, max: 50, integer: true });
+const SECONDS = setting('BENCH_SECONDS', 4, { min: 0.5, max: 60 });
+const WARMUP = setting('BENCH_WARMUP_SECONDS', 1, { min: 0, max: 30 });
+const CONCURRENCY = setting('BENCH_CONCURRENCY', 32, { min: 1, max: 512, integer: true });
+const RATE = setting('BENCH_RATE', 500, { min: 1, max: 5_000, integer: true });
+
+const entries = process.argv.slice(2).map(parseEntry);
+if (entries.length < 2 || new Set(entries.map((entry) => entry.label)).size !== entries.length) {
+  log('usage: node test/bench/evaluate-compare.mjs LABEL=BUILD[@NODE_OPTIONS] LABEL=BUILD[@NODE_OPTIONS] ...  (labels distinct)');
+  process.exit(2);
+}
+
+function parseEntry(arg) {
+  const match = /^([\w.-]+)=([^@]+)(?:@(.*))?$/.exec(arg);
+  if (!match) throw new Error(`not LABEL=BUILD[@NODE_OPTIONS]: ${arg}`);
+  return { label: match[1], build: match[2], nodeOptions: match[3] };
+}
+
+const controller = new AbortController();
+let interrupted = 0;
+for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]]) {
+  process.on(signal, () => {
+    // The first signal lets the run stop its authority and remove its databases and worktrees; a second one does not wait.
+    if (interrupted !== 0) process.exit(code);
+    interrupted = code;
+    log(`\ninterrupted by ${signal}; stopping`);
+    controller.abort();
+  });
+}
+
+/** execFileSync, where Ctrl-C, which reaches the child too, reads as an interruption rather than a failure. */
+function runSync(command, args, options) {
+  try {
+    execFileSync(command, args, options);
+  } catch (error) {
+    // The signal handler cannot run while this process waits here.
+    if (!error.signal) throw error;
+    interrupted ||= error.signal === 'SIGTERM' ? 143 : 130;
+    throw new Error(`${command.split('/').pop()} was stopped by ${error.signal}`);
+  }
+}
+
+const worktrees = [];
+/** dist/bin/countersign.js of a build: this checkout's, or a revision built in a worktree. */
+function cliOf(build) {
+  if (build === '.') return CLI;
+  const dir = mkdtempSync(join(tmpdir(), 'countersign-compare-'));
+  rmSync(dir, { recursive: true });
+  // Listed before it exists, so an interrupted checkout or build is removed too.
+  worktrees.push(dir);
+  runSync('git', ['worktree', 'add', '--detach', dir, build], { cwd: root, stdio: ['ignore', 'ignore', 'pipe'] });
+  symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'));
+  log(`building ${build} in ${dir}`);
+  runSync(join(root, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.build.json'], { cwd: dir, stdio: 'inherit' });
+  return join(dir, 'dist', 'bin', 'countersign.js');
+}
+
+function cleanUp() {
+  for (const dir of worktrees) {
+    try {
+      execFileSync('git', ['worktree', 'remove', '--force', dir], { cwd: root, stdio: 'ignore' });
+    } catch {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+}
+
+/** The URL of a server to use, or throws with why there is none. */
+function urlOf(name, outcome) {
+  if (outcome.ok) return outcome.url;
+  throw new Error(`${name}: ${outcome.failed ? `the server could not be started: ${outcome.reason}\n${outcome.logTail}` : outcome.reason}`);
+}
+
+/** The build's organization, created through its own modules once its authority has migrated the database. */
+async function organizationOf(entry) {
+  const product = await loadProduct(dirname(dirname(entry.cli)));
+  const db = new product.PgDb({ connectionString: entry.database.url });
+  try {
+    const [org] = await createEvaluateOrgs(product, db, 1);
+    return org;
+  } finally {
+    await db.close().catch(() => undefined);
+  }
+}
+
+/** One run of one build: its authority started afresh, the closed loop, then the open loop. */
+async function measure(entry, round, redisUrl) {
+  const authority = await startAuthorityChild({
+    databaseUrl: entry.database.url, redisUrl, dir: entry.dir, cli: entry.cli, nodeOptions: entry.nodeOptions, secrets: entry.secrets,
+  });
+  const pool = evaluatePool(authority.api, CONCURRENCY);
+  try {
+    entry.org ??= await organizationOf(entry);
+    const signal = AbortSignal.any([controller.signal, abortOnExit(authority)]);
+    const run = { authority, warmupMs: WARMUP * 1000, windowMs: SECONDS * 1000, signal };
+    const tag = `${entry.label}-${round}`;
+    const closed = await measureScenario('closed loop', (window) =>
+      closedLoop('closed loop', spread([entry.org], CONCURRENCY, (org, i) => evaluateSender(pool, org.key, `${tag}-c${i}`)), { window, signal }), run);
+    const open = await measureScenario('open loop', (window) =>
+      openLoop('open loop', evaluateSender(pool, entry.org.key, `${tag}-o`), { rate: RATE, window, signal }), run);
+    const kinds = [...closed.errorKinds, ...open.errorKinds].map(([kind, { count, example }]) => `${count}× ${kind}, e.g. ${example}`);
+    return { perSecond: closed.perSecond, cpuUs: closed.authorityUs, p99: open.p99, errors: closed.errors + open.errors, kinds };
+  } finally {
+    await pool.close();
+    await stopAuthorityChild(authority);
+  }
+}
+
+/** The nearest-rank median (with an even count, the lower of the middle two). */
+const median = (values) => percentile(values.filter(Number.isFinite).sort((a, b) => a - b), 0.5);
+
+/** Higher throughput is better; less CPU and a lower p99 (every build runs at the same rate) too. */
+const METRICS = [
+  { name: '/s', of: (r) => r.perSecond, digits: 0, better: 1 },
+  { name: 'µs', of: (r) => r.cpuUs, digits: 0, better: -1 },
+  { name: 'p99', of: (r) => r.p99, digits: 2, better: -1 },
+];
+
+function summary(results) {
+  const firstLabel = entries[0].label;
+  const first = results.get(firstLabel);
+  const rows = entries.map(({ label }) => {
+    const own = results.get(label);
+    const cells = [label];
+    const ahead = [];
+    for (const metric of METRICS) {
+      const ratios = own.map((result, i) => metric.of(result) / metric.of(first[i]));
+      cells.push(fmt(median(own.map(metric.of)), metric.digits), fmt(median(ratios), 2));
+      ahead.push(ratios.filter((ratio) => Math.sign(ratio - 1) === metric.better).length);
+    }
+    cells.push(label === firstLabel ? '-' : `${ahead.join(' / ')} of ${own.length}`);
+    return cells;
+  });
+  const versus = `÷ ${firstLabel}'s`;
+  const header = ['build', 'median /s', versus, 'authority µs/eval', versus, `p99 ms at ${RATE}/s`, versus, 'rounds ahead (/s, µs, p99)'];
+  return [
+    formatTable(header, rows),
+    `(÷ ${firstLabel}'s: the median over rounds of the ratio to ${firstLabel}'s figure in the same round; ahead: more /s, fewer µs, lower p99)`,
+  ].join('\n');
+}
+
+async function main() {
+  const dir = mkdtempSync(join(tmpdir(), 'countersign-compare-'));
+  try {
+    for (const entry of entries) entry.cli = cliOf(entry.build);
+    const databaseUrl = urlOf('postgres', await startPostgres({ log }));
+    const redisUrl = urlOf('redis', await startRedis({ log }));
+    for (const entry of entries) {
+      entry.database = await createBenchDatabase(databaseUrl, 'countersign_compare');
+      entry.dir = join(dir, entry.label);
+      mkdirSync(entry.dir);
+      entry.secrets = authoritySecrets();
+    }
+    log(`\n== evaluate, 1 org: closed loop of ${CONCURRENCY} clients, then open loop at ${RATE}/s; ${ROUNDS} rounds of ${WARMUP} s + ${SECONDS} s each ==`);
+    const results = new Map(entries.map((entry) => [entry.label, []]));
+    for (let round = 1; round <= ROUNDS; round += 1) {
+      for (const entry of entries) {
+        const result = await measure(entry, round, redisUrl);
+        results.get(entry.label).push(result);
+        log(`round ${round} ${entry.label}: ${fmt(result.perSecond, 0)}/s, ${fmt(result.cpuUs, 0)} µs authority CPU/eval, ` +
+          `p99 at ${RATE}/s ${fmt(result.p99, 2)} ms, ${result.errors} errors${result.kinds.length > 0 ? ` (${result.kinds.join('; ')})` : ''}`);
+      }
+    }
+    log(`\n${summary(results)}`);
+    return [...results.values()].flat().every((result) => result.errors === 0) ? 0 : 1;
+  } finally {
+    for (const entry of entries) {
+      // On Ctrl-C a throwaway Postgres got the signal too and is gone with its databases.
+      await entry.database?.drop().catch((error) => interrupted || log(`could not drop a compare database: ${error.message}`));
+    }
+    await stopServers();
+    cleanUp();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+let exitCode = 1;
+try {
+  exitCode = await main();
+} catch (error) {
+  log(interrupted ? `evaluate-compare stopped: ${error?.message ?? error}` : `evaluate-compare failed: ${error?.stack ?? error}`);
+}
+process.exit(interrupted || exitCode);
