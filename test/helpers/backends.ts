@@ -11,7 +11,7 @@ import { MemoryStore } from '../../shared/store/memory.js';
 import { RedisStore } from '../../shared/store/redis.js';
 import type { SharedStore } from '../../shared/store/types.js';
 import { dbBackends } from './db.js';
-import { redisUrl, uniquePrefix } from './redis.js';
+import { redisUrl, TEST_COMMAND_TIMEOUT_MS, uniquePrefix } from './redis.js';
 
 export interface OpenedBackend {
   db: Db;
@@ -50,7 +50,7 @@ export function appBackends(): AppBackend[] {
         const keyPrefix = uniquePrefix();
         const peers: SharedStore[] = [];
         const openPeerStore = () => {
-          const peer = new RedisStore({ url, keyPrefix });
+          const peer = new RedisStore({ url, keyPrefix, commandTimeoutMs: TEST_COMMAND_TIMEOUT_MS });
           peers.push(peer);
           return peer;
         };

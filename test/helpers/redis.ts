@@ -18,6 +18,15 @@ import { Cluster, Redis } from 'ioredis';
 import { startRedisSentinel } from '../support/redis-topologies.mjs';
 import type { RedisNodeProcess } from '../support/redis-topologies.mjs';
 
+/**
+ * The command timeout for RedisStores on the shared test Redis. A consume that reaches Redis after
+ * its deadline (a share of this timeout) is refused as unavailable, which is right, but the suites
+ * that use the shared Redis count replays and records, not deadlines (those have their own tests
+ * with their own timeouts): hundreds of verifications at once on a busy 2-core machine can take
+ * longer than the product's default second.
+ */
+export const TEST_COMMAND_TIMEOUT_MS = 10_000;
+
 /** Why Redis-backed tests did not run; printed with a comment instead of a silent skip. */
 export const REDIS_NOT_RUN_REASON =
   'REDIS_URL is not set: start redis-server or run `npm test`, which starts one';

@@ -34,7 +34,7 @@ import type { PermitKeyResolver, SignatureOn, VerifyOutcome, VerifyPermitOptions
 import { MemoryStore } from '../../shared/store/memory.js';
 import { RedisStore } from '../../shared/store/redis.js';
 import type { SharedStore } from '../../shared/store/types.js';
-import { REDIS_NOT_RUN_REASON, deleteKeys, redisUrl, uniquePrefix } from '../helpers/redis.js';
+import { REDIS_NOT_RUN_REASON, TEST_COMMAND_TIMEOUT_MS, deleteKeys, redisUrl, uniquePrefix } from '../helpers/redis.js';
 import { tamperSignature } from '../helpers/permit-tokens.js';
 
 const ISSUER = 'https://authority.test';
@@ -556,7 +556,7 @@ if (url) {
     'redis',
     (t) => {
       const keyPrefix = uniquePrefix();
-      const store = new RedisStore({ url, keyPrefix });
+      const store = new RedisStore({ url, keyPrefix, commandTimeoutMs: TEST_COMMAND_TIMEOUT_MS });
       t.teardown(async () => {
         await store.close();
         await deleteKeys(url, keyPrefix);
