@@ -29,19 +29,16 @@
  *   node test/bench/evaluate-compare.mjs base=HEAD~1 new=.
  *   BENCH_ROUNDS=5 node test/bench/evaluate-compare.mjs semi16=.@--max-semi-space-size=16 default=.
  */
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
 import { startPostgres, startRedis, stopServers } from '../support/servers.mjs';
 import { createBenchDatabase, fmt, formatTable, percentile, setting } from './bench-common.mjs';
 import {
-  abortOnExit, authoritySecrets, CLI, createEvaluateOrgs, evaluatePool, evaluateSender, loadProduct, spread, startAuthorityChild, stopAuthorityChild,
+  abortOnExit, authoritySecrets, createEvaluateOrgs, evaluatePool, evaluateSender, loadProduct, spread, startAuthorityChild, stopAuthorityChild,
 } from './evaluate-bench.mjs';
 import { closedLoop, measureScenario, openLoop } from './evaluate-report.mjs';
-
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+import { createBuilds, parseEntry } from './compare-builds.mjs';
 
 const log = (line) => process.stdout.write(`${line}\n`);
 const ROUNDS = setting('BENCH_ROUNDS', 3, { min: 1, max: 50, integer: true });
@@ -56,12 +53,6 @@ if (entries.length < 2 || new Set(entries.map((entry) => entry.label)).size !== 
   process.exit(2);
 }
 
-function parseEntry(arg) {
-  const match = /^([\w.-]+)=([^@]+)(?:@(.*))?$/.exec(arg);
-  if (!match) throw new Error(`not LABEL=BUILD[@NODE_OPTIONS]: ${arg}`);
-  return { label: match[1], build: match[2], nodeOptions: match[3] };
-}
-
 const controller = new AbortController();
 let interrupted = 0;
 for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]]) {
@@ -74,42 +65,7 @@ for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]]) {
   });
 }
 
-/** execFileSync, where Ctrl-C, which reaches the child too, reads as an interruption rather than a failure. */
-function runSync(command, args, options) {
-  try {
-    execFileSync(command, args, options);
-  } catch (error) {
-    // The signal handler cannot run while this process waits here.
-    if (!error.signal) throw error;
-    interrupted ||= error.signal === 'SIGTERM' ? 143 : 130;
-    throw new Error(`${command.split('/').pop()} was stopped by ${error.signal}`);
-  }
-}
-
-const worktrees = [];
-/** dist/bin/countersign.js of a build: this checkout's, or a revision built in a worktree. */
-function cliOf(build) {
-  if (build === '.') return CLI;
-  const dir = mkdtempSync(join(tmpdir(), 'countersign-compare-'));
-  rmSync(dir, { recursive: true });
-  // Listed before it exists, so an interrupted checkout or build is removed too.
-  worktrees.push(dir);
-  runSync('git', ['worktree', 'add', '--detach', dir, build], { cwd: root, stdio: ['ignore', 'ignore', 'pipe'] });
-  symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'));
-  log(`building ${build} in ${dir}`);
-  runSync(join(root, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.build.json'], { cwd: dir, stdio: 'inherit' });
-  return join(dir, 'dist', 'bin', 'countersign.js');
-}
-
-function cleanUp() {
-  for (const dir of worktrees) {
-    try {
-      execFileSync('git', ['worktree', 'remove', '--force', dir], { cwd: root, stdio: 'ignore' });
-    } catch {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  }
-}
+const builds = createBuilds({ log, onInterrupt: (code) => (interrupted ||= code) });
 
 /** The URL of a server to use, or throws with why there is none. */
 function urlOf(name, outcome) {
@@ -188,7 +144,7 @@ function summary(results) {
 async function main() {
   const dir = mkdtempSync(join(tmpdir(), 'countersign-compare-'));
   try {
-    for (const entry of entries) entry.cli = cliOf(entry.build);
+    for (const entry of entries) entry.cli = builds.cliOf(entry.build);
     const databaseUrl = urlOf('postgres', await startPostgres({ log }));
     const redisUrl = urlOf('redis', await startRedis({ log }));
     for (const entry of entries) {
@@ -215,7 +171,7 @@ async function main() {
       await entry.database?.drop().catch((error) => interrupted || log(`could not drop a compare database: ${error.message}`));
     }
     await stopServers();
-    cleanUp();
+    builds.cleanUp();
     rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -26,9 +26,8 @@
  *   node test/bench/proxy-compare.mjs base=HEAD~1 new=.
  *   BENCH_MODE=closed node test/bench/proxy-compare.mjs semi2=.@'--max-semi-space-size=2 --max-old-space-size=96' semi4=.
  */
-import { execFileSync } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
-import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -36,11 +35,14 @@ import { fileURLToPath } from 'node:url';
 import { startRedis, stopServers } from '../support/servers.mjs';
 import { fmt, formatTable, percentile, setting } from './bench-common.mjs';
 import { cpuBetween, cpuTimes, rssSampler } from './proc-stats.mjs';
-import { CLI, runGenerator, startBenchServer, startCountersignProxy, stopAll } from './proxy-processes.mjs';
+import { runGenerator, startBenchServer, startCountersignProxy, stopAll } from './proxy-processes.mjs';
 import { ACTOR, PERMIT_HEADER, proxyYaml } from './proxy-setup.mjs';
+import { createBuilds, parseEntry } from './compare-builds.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const { buildPermitClaims, signPermit } = await import(join(root, 'dist', 'authority', 'permits', 'sign.js'));
+const { replayEpochKey } = await import(join(root, 'dist', 'shared', 'permits', 'store-keys.js'));
+const { RedisStore } = await import(join(root, 'dist', 'shared', 'store', 'redis.js'));
 
 const log = (line) => process.stdout.write(`${line}\n`);
 const ROUNDS = setting('BENCH_ROUNDS', 3, { min: 1, max: 50, integer: true });
@@ -61,35 +63,7 @@ if (entries.length < 2 || !MODES) {
   process.exit(2);
 }
 
-function parseEntry(arg) {
-  const match = /^([\w.-]+)=([^@]+)(?:@(.*))?$/.exec(arg);
-  if (!match) throw new Error(`not LABEL=BUILD[@NODE_OPTIONS]: ${arg}`);
-  return { label: match[1], build: match[2], nodeOptions: match[3] };
-}
-
-const worktrees = [];
-/** dist/bin/countersign.js of a build: this checkout's, or a revision built in a worktree. */
-function cliOf(build) {
-  if (build === '.') return CLI;
-  const dir = mkdtempSync(join(tmpdir(), 'countersign-compare-'));
-  rmSync(dir, { recursive: true });
-  execFileSync('git', ['worktree', 'add', '--detach', dir, build], { cwd: root, stdio: 'ignore' });
-  worktrees.push(dir);
-  symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'));
-  log(`building ${build} in ${dir}`);
-  execFileSync(join(root, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.build.json'], { cwd: dir, stdio: 'inherit' });
-  return join(dir, 'dist', 'bin', 'countersign.js');
-}
-
-function cleanUp() {
-  for (const dir of worktrees) {
-    try {
-      execFileSync('git', ['worktree', 'remove', '--force', dir], { cwd: root, stdio: 'ignore' });
-    } catch {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  }
-}
+const builds = createBuilds({ log });
 
 const { privateKey, publicKey } = generateKeyPairSync('ed25519');
 const jwks = JSON.stringify({ keys: [{ ...publicKey.export({ format: 'jwk' }), kid: KID, use: 'sig', alg: 'EdDSA' }] });
@@ -135,6 +109,11 @@ const median = (values) => percentile(values.filter(Number.isFinite).sort((a, b)
 async function main() {
   const redis = await startRedis({ log });
   if (!redis.ok) throw new Error(redis.reason);
+  // The organization's replay epoch, as the authority creates it before it signs the first permit:
+  // permits issued before the epoch began are refused (REPLAY_STATE_RESET).
+  const store = new RedisStore({ url: redis.url });
+  await store.ensureEpoch(replayEpochKey(ORG));
+  await store.close();
   const authority = createServer((req, res) => {
     res.setHeader('content-type', 'application/json');
     res.end(req.url?.startsWith('/v1/permit-keys') ? jwks : '{}');
@@ -145,7 +124,7 @@ async function main() {
     const keyFile = join(dir, 'proxy.key');
     writeFileSync(keyFile, 'cs_compare_unused', { mode: 0o600 });
     const upstream = await startBenchServer('upstream', { body: UPSTREAM_BODY });
-    for (const entry of entries) entry.cli = cliOf(entry.build);
+    for (const entry of entries) entry.cli = builds.cliOf(entry.build);
     const context = { dir, redisUrl: redis.url, yaml: proxyYaml({ upstream: upstream.url, authority: `http://127.0.0.1:${authority.address().port}`, keyFile, organization: ORG }) };
 
     for (const mode of MODES) {
@@ -178,7 +157,7 @@ async function main() {
     authority.close();
     await stopAll();
     await stopServers();
-    cleanUp();
+    builds.cleanUp();
     rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -1,0 +1,69 @@
+/**
+ * What proxy-compare.mjs and evaluate-compare.mjs share: their `LABEL=BUILD[@NODE_OPTIONS]`
+ * arguments, and builds of git revisions, each checked out into a temporary worktree and compiled
+ * there with this checkout's node_modules.
+ *
+ * @example
+ *   const entries = process.argv.slice(2).map(parseEntry); // [{ label, build, nodeOptions }]
+ *   const builds = createBuilds({ log, onInterrupt: (code) => (interrupted ||= code) });
+ *   for (const entry of entries) entry.cli = builds.cliOf(entry.build);
+ *   …
+ *   builds.cleanUp(); // removes the worktrees
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { CLI } from './proxy-processes.mjs';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+/** `base=HEAD~1@--max-semi-space-size=4` → `{ label: 'base', build: 'HEAD~1', nodeOptions: '--max-semi-space-size=4' }`. */
+export function parseEntry(arg) {
+  const match = /^([\w.-]+)=([^@]+)(?:@(.*))?$/.exec(arg);
+  if (!match) throw new Error(`not LABEL=BUILD[@NODE_OPTIONS]: ${arg}`);
+  return { label: match[1], build: match[2], nodeOptions: match[3] };
+}
+
+/**
+ * `cliOf(build)`: dist/bin/countersign.js of `.` (this checkout's) or of a git revision, built in
+ * a worktree; `cleanUp()` removes the worktrees. A Ctrl-C during a checkout or a build reaches
+ * git or tsc too: it is reported through `onInterrupt(exitCode)` and thrown as an error.
+ */
+export function createBuilds({ log, onInterrupt = () => {} }) {
+  const worktrees = [];
+  const runSync = (command, args, options) => {
+    try {
+      execFileSync(command, args, options);
+    } catch (error) {
+      // The signal handler cannot run while this process waits here.
+      if (!error.signal) throw error;
+      onInterrupt(error.signal === 'SIGTERM' ? 143 : 130);
+      throw new Error(`${command.split('/').pop()} was stopped by ${error.signal}`);
+    }
+  };
+  return {
+    cliOf(build) {
+      if (build === '.') return CLI;
+      const dir = mkdtempSync(join(tmpdir(), 'countersign-compare-'));
+      rmSync(dir, { recursive: true });
+      // Listed before it exists, so an interrupted checkout or build is removed too.
+      worktrees.push(dir);
+      runSync('git', ['worktree', 'add', '--detach', dir, build], { cwd: root, stdio: ['ignore', 'ignore', 'pipe'] });
+      symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'));
+      log(`building ${build} in ${dir}`);
+      runSync(join(root, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.build.json'], { cwd: dir, stdio: 'inherit' });
+      return join(dir, 'dist', 'bin', 'countersign.js');
+    },
+    cleanUp() {
+      for (const dir of worktrees) {
+        try {
+          execFileSync('git', ['worktree', 'remove', '--force', dir], { cwd: root, stdio: 'ignore' });
+        } catch {
+          rmSync(dir, { recursive: true, force: true });
+        }
+      }
+    },
+  };
+}
