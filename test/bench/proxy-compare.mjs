@@ -12,7 +12,8 @@
  *   @NODE_OPTIONS  the proxy's Node flags for that entry (default: the container's, PROXY_NODE_OPTIONS)
  *
  * Environment: BENCH_ROUNDS (3), BENCH_SECONDS (4), BENCH_WARMUP_SECONDS (1), BENCH_MODE (`closed`,
- * `open` or `both`; default both), BENCH_PROXY_CONNECTIONS (32), BENCH_PROXY_RATE (1000), and
+ * `open` or `both`; default both), BENCH_PROXY_CONNECTIONS (32), BENCH_PROXY_RATE (1000),
+ * BENCH_CPU_PROFILE=DIR (a CPU profile of each build's proxy per mode, the last round's), and
  * REDIS_URL (else a throwaway redis-server, as `npm test` starts it).
  *
  * No authority runs: permits are signed here with a fresh Ed25519 key, whose JWKS a small loopback
@@ -64,6 +65,8 @@ if (entries.length < 2 || !MODES) {
 }
 
 const builds = createBuilds({ log });
+/** BENCH_CPU_PROFILE=DIR: each run's proxy writes DIR/LABEL-MODE/proxy.cpuprofile (the last round's stays). */
+const PROFILE_DIR = process.env.BENCH_CPU_PROFILE || undefined;
 
 const { privateKey, publicKey } = generateKeyPairSync('ed25519');
 const jwks = JSON.stringify({ keys: [{ ...publicKey.export({ format: 'jwk' }), kid: KID, use: 'sig', alg: 'EdDSA' }] });
@@ -85,7 +88,9 @@ async function mint(count) {
 }
 
 async function measure(entry, mode, context) {
-  const proxy = await startCountersignProxy({ dir: context.dir, redisUrl: context.redisUrl, yaml: context.yaml, cli: entry.cli, nodeOptions: entry.nodeOptions });
+  const proxy = await startCountersignProxy({
+    dir: context.dir, redisUrl: context.redisUrl, yaml: context.yaml, cli: entry.cli, nodeOptions: entry.nodeOptions, cpuProfileDir: PROFILE_DIR && join(PROFILE_DIR, `${entry.label}-${mode}`),
+  });
   try {
     const requests = await mint(Math.ceil((WARMUP + SECONDS) * (mode === 'open' ? RATE : CLOSED_MINT_RATE)) + 100);
     const spec = {
