@@ -14,6 +14,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { Resources } from '../shared/lifecycle.js';
 import { createLogger } from '../shared/logging.js';
+import { permitSignatureEngine } from '../shared/permits/verify.js';
 import { openCheckedStore } from '../shared/store/open.js';
 import type { SharedStore } from '../shared/store/types.js';
 import { buildAdminApp, buildAuthorityApp } from './app.js';
@@ -130,11 +131,13 @@ export async function startAuthority(config: AuthorityConfig, options: StartOpti
     // Webhook deliveries from the outbox; every replica runs a worker (claims never overlap).
     const webhookWorker = startWebhookWorker({ db, box, clock, metrics, config: config.webhooks, logger });
     resources.add(() => webhookWorker.stop());
+    // Before listening: an engine COUNTERSIGN_ED25519 asks for that cannot load stops the start here.
+    const ed25519 = permitSignatureEngine();
     await app.listen({ host: config.listen.host, port: config.listen.port });
     await admin.listen({ host: config.admin_listen.host, port: config.admin_listen.port });
 
     logger.info(
-      { api: urlOf(app), admin: urlOf(admin), database: db.kind, store: store.kind, deployment: config.deployment },
+      { api: urlOf(app), admin: urlOf(admin), database: db.kind, store: store.kind, deployment: config.deployment, ed25519 },
       'authority ready',
     );
     return { app, admin, apiUrl: urlOf(app), adminUrl: urlOf(admin), db, store, close: closeAll };

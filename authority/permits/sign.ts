@@ -11,9 +11,10 @@
  *   });
  *   const token = await signPermit(claims, { kid: signingKey.kid, privateKey: signingKey.privateKey });
  */
-import { KeyObject, sign, type webcrypto } from 'node:crypto';
+import { KeyObject, type webcrypto } from 'node:crypto';
 import type { CryptoKey } from 'jose';
 import { BindingFactError, bindingHash, factOf, normalizeBoundFact } from '../../shared/permits/binding.js';
+import { processEd25519 } from '../../shared/permits/ed25519.js';
 import {
   MAX_PERMIT_LIFETIME_SECONDS,
   PERMIT_ALG,
@@ -91,9 +92,10 @@ export function buildPermitClaims(input: BuildPermitClaimsInput): PermitClaims {
 
 /**
  * Signs `claims` (validated first) with an Ed25519 private key: the compact JWS
- * `base64url(header).base64url(claims).base64url(signature)`. Node's synchronous Ed25519 sign is
- * used directly: it is the evaluate hot path, and WebCrypto's asynchronous job costs about twice
- * as much per permit. jose verifies the result like any other JWS (the tests check that).
+ * `base64url(header).base64url(claims).base64url(signature)`. A synchronous Ed25519 sign
+ * (libsodium where it loads, else node:crypto; shared/permits/ed25519.ts) is used directly: it is
+ * the evaluate hot path, and WebCrypto's asynchronous job costs about twice as much per permit.
+ * jose verifies the result like any other JWS (the tests check that).
  */
 export async function signPermit(claims: PermitClaims, key: PermitSigningKey): Promise<string> {
   const checked = PermitClaims.parse(claims);
@@ -102,7 +104,7 @@ export async function signPermit(claims: PermitClaims, key: PermitSigningKey): P
   const privateKey = key.privateKey instanceof KeyObject ? key.privateKey : KeyObject.from(key.privateKey as webcrypto.CryptoKey);
   const header = Buffer.from(JSON.stringify({ alg: PERMIT_ALG, typ: PERMIT_TYP, kid: key.kid })).toString('base64url');
   const signingInput = `${header}.${Buffer.from(JSON.stringify(checked)).toString('base64url')}`;
-  return `${signingInput}.${sign(null, Buffer.from(signingInput), privateKey).toString('base64url')}`;
+  return `${signingInput}.${processEd25519().sign(Buffer.from(signingInput), privateKey).toString('base64url')}`;
 }
 
 function isEd25519PrivateKey(key: CryptoKey | KeyObject): boolean {

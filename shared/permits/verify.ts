@@ -31,7 +31,7 @@
  */
 import { createPublicKey, KeyObject, verify as cryptoVerify } from 'node:crypto';
 import type { CryptoKey, JWK } from 'jose';
-import { ed25519Verifier, type Ed25519Engine, type Ed25519Verifier } from './ed25519.js';
+import { processEd25519, type Ed25519Engine } from './ed25519.js';
 import type { PermitConsumption, RecordAppend, SharedStore } from '../store/types.js';
 import {
   BindingFactError,
@@ -216,7 +216,7 @@ async function verify(options: VerifyPermitOptions): Promise<VerifyOutcome> {
   const signingInput = Buffer.from(token.slice(0, parts[0]!.length + 1 + parts[1]!.length), 'latin1');
   let signed = false;
   if (signature.length === ED25519_SIGNATURE_BYTES) {
-    const verifier = (eventLoopEd25519 ??= ed25519Verifier());
+    const verifier = processEd25519();
     const onPool = signatureRunsOnPool(options.signatureOn ?? 'auto', verificationsInFlight, verifier.engine);
     try {
       // Inline, no await: a plain boolean would still cost an async hop per permit.
@@ -368,16 +368,13 @@ function importEd25519Keys(jwks: readonly JWK[]): Map<string, PermitVerification
 
 const ED25519_SIGNATURE_BYTES = 64;
 
-/** The event loop's Ed25519 check, chosen on first use (COUNTERSIGN_ED25519; see ed25519.ts). */
-let eventLoopEd25519: Ed25519Verifier | undefined;
-
 /**
  * The engine that checks permit signatures in this process, chosen now: a process calls it at
  * start-up, so a COUNTERSIGN_ED25519 that cannot be honoured stops the start instead of failing
  * every verification later.
  */
 export function permitSignatureEngine(): Ed25519Engine {
-  return (eventLoopEd25519 ??= ed25519Verifier()).engine;
+  return processEd25519().engine;
 }
 
 /** node:crypto's Ed25519 verify as a job on libuv's thread pool. */

@@ -63,8 +63,8 @@ async function loopFor(ms, step, inFlight) {
 
 /** Ed25519 verifies of a permit-sized signing input: the check every enforced request pays. */
 async function verifyPart(seconds) {
-  const { ed25519Verifier } = await import(pathToFileURL(ED25519_MODULE).href);
-  const verifier = ed25519Verifier();
+  const { processEd25519 } = await import(pathToFileURL(ED25519_MODULE).href);
+  const verifier = processEd25519();
   const { publicKey, privateKey } = generateKeyPairSync('ed25519');
   const header = Buffer.from(JSON.stringify({ alg: 'EdDSA', typ: 'JWT', kid: 'k'.repeat(22) })).toString('base64url');
   const claims = {

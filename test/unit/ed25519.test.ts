@@ -9,7 +9,7 @@
 import { generateKeyPairSync, sign } from 'node:crypto';
 import fc from 'fast-check';
 import t from 'tap';
-import { ed25519Verifier, NODE_ED25519, sodiumEd25519, type Ed25519Verifier } from '../../shared/permits/ed25519.js';
+import { chooseEd25519, NODE_ED25519, sodiumEd25519, type Ed25519 } from '../../shared/permits/ed25519.js';
 import { POOL_WHEN_IN_FLIGHT, signatureRunsOnPool } from '../../shared/permits/verify.js';
 
 const sodium = sodiumEd25519();
@@ -19,7 +19,7 @@ t.test('sodium-native loads here (npm ci installs the optional dependency, with 
   t.equal(sodium?.engine, 'sodium-native');
 });
 
-const engines: Ed25519Verifier[] = [NODE_ED25519, ...(sodium ? [sodium] : [])];
+const engines: Ed25519[] = [NODE_ED25519, ...(sodium ? [sodium] : [])];
 const keys = [generateKeyPairSync('ed25519'), generateKeyPairSync('ed25519')];
 
 t.test('both engines accept a valid signature and refuse every altered one', async (t) => {
@@ -47,6 +47,25 @@ t.test('both engines accept a valid signature and refuse every altered one', asy
   t.equal(runs, 300, `300 messages, ${engines.length} engines agree`);
 });
 
+t.test('both engines sign to the same bytes (Ed25519 is deterministic), and each verifies the other', async (t) => {
+  let runs = 0;
+  fc.assert(
+    fc.property(fc.uint8Array({ maxLength: 1024 }), (message) => {
+      runs += 1;
+      const data = Buffer.from(message);
+      const { privateKey, publicKey } = keys[0]!;
+      const signatures = engines.map((engine) => engine.sign(data, privateKey));
+      for (const signature of signatures) {
+        if (!signature.equals(sign(null, data, privateKey))) throw new Error('an engine signed differently from node:crypto');
+        for (const engine of engines) if (!engine.verify(data, publicKey, signature)) throw new Error(`${engine.engine} refused a signature`);
+      }
+    }),
+    { numRuns: 200 },
+  );
+  t.equal(runs, 200);
+  for (const engine of engines) t.throws(() => engine.sign(Buffer.from('x'), keys[0]!.publicKey), `${engine.engine}: a public key cannot sign`);
+});
+
 t.test('an RSA key verifies nothing with either engine', async (t) => {
   const rsa = generateKeyPairSync('rsa', { modulusLength: 1024 });
   const data = Buffer.from('x');
@@ -63,11 +82,11 @@ t.test('an RSA key verifies nothing with either engine', async (t) => {
 });
 
 t.test('COUNTERSIGN_ED25519 chooses the engine: auto and sodium take libsodium, node keeps node:crypto', async (t) => {
-  t.equal(ed25519Verifier('node').engine, 'node:crypto');
-  t.equal(ed25519Verifier('auto').engine, 'sodium-native');
-  t.equal(ed25519Verifier('').engine, 'sodium-native', 'empty is auto');
-  t.equal(ed25519Verifier('sodium').engine, 'sodium-native');
-  t.throws(() => ed25519Verifier('openssl'), /expected auto, sodium or node/);
+  t.equal(chooseEd25519('node').engine, 'node:crypto');
+  t.equal(chooseEd25519('auto').engine, 'sodium-native');
+  t.equal(chooseEd25519('').engine, 'sodium-native', 'empty is auto');
+  t.equal(chooseEd25519('sodium').engine, 'sodium-native');
+  t.throws(() => chooseEd25519('openssl'), /expected auto, sodium or node/);
 });
 
 t.test("with libsodium, 'auto' keeps the check on the event loop; with node:crypto it moves to the pool under load", async (t) => {
