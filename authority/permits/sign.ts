@@ -101,10 +101,25 @@ export async function signPermit(claims: PermitClaims, key: PermitSigningKey): P
   const checked = PermitClaims.parse(claims);
   if (typeof key.kid !== 'string' || key.kid.length === 0) throw new RangeError('the signing key needs a kid');
   if (!isEd25519PrivateKey(key.privateKey)) throw new TypeError('permits are signed with an Ed25519 private key only');
-  const privateKey = key.privateKey instanceof KeyObject ? key.privateKey : KeyObject.from(key.privateKey as webcrypto.CryptoKey);
+  const privateKey = keyObjectOf(key.privateKey);
   const header = Buffer.from(JSON.stringify({ alg: PERMIT_ALG, typ: PERMIT_TYP, kid: key.kid })).toString('base64url');
   const signingInput = `${header}.${Buffer.from(JSON.stringify(checked)).toString('base64url')}`;
   return `${signingInput}.${processEd25519().sign(Buffer.from(signingInput), privateKey).toString('base64url')}`;
+}
+
+/**
+ * A CryptoKey (from jose or WebCrypto) becomes one KeyObject, once: the libsodium signer keeps the
+ * raw key per KeyObject, which a new KeyObject per permit would defeat.
+ */
+const keyObjects = new WeakMap<object, KeyObject>();
+function keyObjectOf(key: CryptoKey | KeyObject): KeyObject {
+  if (key instanceof KeyObject) return key;
+  let converted = keyObjects.get(key);
+  if (converted === undefined) {
+    converted = KeyObject.from(key as webcrypto.CryptoKey);
+    keyObjects.set(key, converted);
+  }
+  return converted;
 }
 
 function isEd25519PrivateKey(key: CryptoKey | KeyObject): boolean {

@@ -129,7 +129,6 @@ export const POOL_WHEN_IN_FLIGHT = 3;
  * between threads would cost more CPU than it saves (about 100 µs more per request at 1,000
  * requests/s there), and nothing waits for the event loop anyway.
  *
- *
  * With libsodium (ed25519.ts) 'auto' stays on the event loop: its check costs about what the hop
  * to the pool and back does, and it has no asynchronous form.
  *
