@@ -14,7 +14,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { Resources } from '../shared/lifecycle.js';
 import { createLogger } from '../shared/logging.js';
-import { permitSignatureEngine } from '../shared/permits/verify.js';
+import { processEd25519 } from '../shared/permits/ed25519.js';
 import { openCheckedStore } from '../shared/store/open.js';
 import type { SharedStore } from '../shared/store/types.js';
 import { buildAdminApp, buildAuthorityApp } from './app.js';
@@ -132,7 +132,7 @@ export async function startAuthority(config: AuthorityConfig, options: StartOpti
     const webhookWorker = startWebhookWorker({ db, box, clock, metrics, config: config.webhooks, logger });
     resources.add(() => webhookWorker.stop());
     // Before listening: an engine COUNTERSIGN_ED25519 asks for that cannot load stops the start here.
-    const ed25519 = permitSignatureEngine();
+    const ed25519 = processEd25519().engine;
     await app.listen({ host: config.listen.host, port: config.listen.port });
     await admin.listen({ host: config.admin_listen.host, port: config.admin_listen.port });
 

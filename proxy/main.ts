@@ -33,9 +33,9 @@ import { CountersignClient } from '../shared/client/client.js';
 import { CountersignError } from '../shared/errors.js';
 import { Resources } from '../shared/lifecycle.js';
 import { createLogger } from '../shared/logging.js';
+import { processEd25519 } from '../shared/permits/ed25519.js';
 import { RemoteKeyResolver } from '../shared/permits/remote-keys.js';
 import { verificationStream } from '../shared/permits/store-keys.js';
-import { permitSignatureEngine } from '../shared/permits/verify.js';
 import { openCheckedStore } from '../shared/store/open.js';
 import type { SharedStore } from '../shared/store/types.js';
 import { loadProxyConfig, ProxyConfigError, readProxyApiKey, type ProxyConfig } from './config.js';
@@ -175,7 +175,7 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
       await proxy.close();
     });
     // Before listening: an engine COUNTERSIGN_ED25519 asks for that cannot load stops the start here.
-    const ed25519 = permitSignatureEngine();
+    const ed25519 = processEd25519().engine;
     const url = await listen(proxy.server, initial.listen);
 
     const readyTimeoutMs = options.readyTimeoutMs ?? 1_000;

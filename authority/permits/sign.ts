@@ -11,10 +11,10 @@
  *   });
  *   const token = await signPermit(claims, { kid: signingKey.kid, privateKey: signingKey.privateKey });
  */
-import { KeyObject, type webcrypto } from 'node:crypto';
+import { KeyObject } from 'node:crypto';
 import type { CryptoKey } from 'jose';
 import { BindingFactError, bindingHash, factOf, normalizeBoundFact } from '../../shared/permits/binding.js';
-import { processEd25519 } from '../../shared/permits/ed25519.js';
+import { keyObjectOf, processEd25519 } from '../../shared/permits/ed25519.js';
 import {
   MAX_PERMIT_LIFETIME_SECONDS,
   PERMIT_ALG,
@@ -105,21 +105,6 @@ export async function signPermit(claims: PermitClaims, key: PermitSigningKey): P
   const header = Buffer.from(JSON.stringify({ alg: PERMIT_ALG, typ: PERMIT_TYP, kid: key.kid })).toString('base64url');
   const signingInput = `${header}.${Buffer.from(JSON.stringify(checked)).toString('base64url')}`;
   return `${signingInput}.${processEd25519().sign(Buffer.from(signingInput), privateKey).toString('base64url')}`;
-}
-
-/**
- * A CryptoKey (from jose or WebCrypto) becomes one KeyObject, once: the libsodium signer keeps the
- * raw key per KeyObject, which a new KeyObject per permit would defeat.
- */
-const keyObjects = new WeakMap<object, KeyObject>();
-function keyObjectOf(key: CryptoKey | KeyObject): KeyObject {
-  if (key instanceof KeyObject) return key;
-  let converted = keyObjects.get(key);
-  if (converted === undefined) {
-    converted = KeyObject.from(key as webcrypto.CryptoKey);
-    keyObjects.set(key, converted);
-  }
-  return converted;
 }
 
 function isEd25519PrivateKey(key: CryptoKey | KeyObject): boolean {

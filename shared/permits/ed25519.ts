@@ -17,7 +17,7 @@
  *   ed25519.sign(signingInput, privateKeyObject);   // the 64-byte signature
  *   ed25519.engine;                                 // 'sodium-native' or 'node:crypto'
  */
-import { KeyObject, sign as cryptoSign, verify as cryptoVerify } from 'node:crypto';
+import { KeyObject, sign as cryptoSign, verify as cryptoVerify, type webcrypto } from 'node:crypto';
 import { createRequire } from 'node:module';
 
 export type Ed25519Engine = 'sodium-native' | 'node:crypto';
@@ -121,4 +121,19 @@ let chosen: Ed25519 | undefined;
  */
 export function processEd25519(): Ed25519 {
   return (chosen ??= chooseEd25519());
+}
+
+/**
+ * A CryptoKey (from jose or WebCrypto) as a KeyObject, the same one every time: node:crypto takes
+ * KeyObjects, and the libsodium engine keeps each key's raw bytes per KeyObject.
+ */
+const keyObjects = new WeakMap<object, KeyObject>();
+export function keyObjectOf(key: KeyObject | webcrypto.CryptoKey): KeyObject {
+  if (key instanceof KeyObject) return key;
+  let converted = keyObjects.get(key);
+  if (converted === undefined) {
+    converted = KeyObject.from(key);
+    keyObjects.set(key, converted);
+  }
+  return converted;
 }

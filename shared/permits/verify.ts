@@ -31,7 +31,7 @@
  */
 import { createPublicKey, KeyObject, verify as cryptoVerify } from 'node:crypto';
 import type { CryptoKey, JWK } from 'jose';
-import { processEd25519, type Ed25519Engine } from './ed25519.js';
+import { keyObjectOf, processEd25519, type Ed25519Engine } from './ed25519.js';
 import type { PermitConsumption, RecordAppend, SharedStore } from '../store/types.js';
 import {
   BindingFactError,
@@ -367,15 +367,6 @@ function importEd25519Keys(jwks: readonly JWK[]): Map<string, PermitVerification
 
 const ED25519_SIGNATURE_BYTES = 64;
 
-/**
- * The engine that checks permit signatures in this process, chosen now: a process calls it at
- * start-up, so a COUNTERSIGN_ED25519 that cannot be honoured stops the start instead of failing
- * every verification later.
- */
-export function permitSignatureEngine(): Ed25519Engine {
-  return processEd25519().engine;
-}
-
 /** node:crypto's Ed25519 verify as a job on libuv's thread pool. */
 function ed25519VerifyOnPool(data: Buffer, key: KeyObject, signature: Buffer): Promise<boolean> {
   return new Promise((resolve, reject) => {
@@ -383,19 +374,7 @@ function ed25519VerifyOnPool(data: Buffer, key: KeyObject, signature: Buffer): P
   });
 }
 
-/** CryptoKeys (from jose or WebCrypto) become KeyObjects once each, for node:crypto's verify. */
-const keyObjects = new WeakMap<object, KeyObject>();
-function keyObjectOf(key: PermitVerificationKey): KeyObject {
-  if (key instanceof KeyObject) return key;
-  let converted = keyObjects.get(key);
-  if (converted === undefined) {
-    converted = KeyObject.from(key as CryptoKey);
-    keyObjects.set(key, converted);
-  }
-  return converted;
-}
-
-function isEd25519PublicKey(key: PermitVerificationKey): boolean {
+function isEd25519PublicKey(key: PermitVerificationKey): key is KeyObject | CryptoKey {
   if (key instanceof KeyObject) return key.type === 'public' && key.asymmetricKeyType === 'ed25519';
   if (key instanceof Uint8Array) return false;
   const candidate = key as { type?: unknown; algorithm?: { name?: unknown } };
