@@ -1,7 +1,8 @@
 /**
  * What the evaluate and the proxy benchmarks share: the authority configuration that keeps rate
  * limits out of the way, a throwaway database per run, machine CPU times, settings from the
- * environment, nearest-rank percentiles and the plain-text tables they print.
+ * environment, nearest-rank percentiles and the plain-text tables they print, the URL of a
+ * throwaway server, and a stop on Ctrl-C.
  *
  * @example
  *   const database = await createBenchDatabase(adminUrl, 'countersign_bench');
@@ -100,4 +101,30 @@ export function formatTable(header, cells, textColumns = 1) {
 export function describeExit({ code, signal, error }) {
   if (error) return error.message;
   return signal ? `signal ${signal}` : `exit code ${code}`;
+}
+
+/** The URL of a server test/support/servers.mjs started, or throws with why there is none. */
+export function serverUrl(name, outcome) {
+  if (outcome.ok) return outcome.url;
+  const why = outcome.failed ? `the server could not be started: ${outcome.reason}\n${outcome.logTail}` : outcome.reason;
+  throw new Error(`the bench cannot run: ${name}: ${why}`);
+}
+
+/**
+ * SIGINT and SIGTERM abort `signal`, so the run can stop its children and remove what it made; a
+ * second one exits at once. `interrupted()` is the exit code to end with (130 or 143), else 0;
+ * `interruptedBy(code)` records an interruption seen elsewhere (a child that got the Ctrl-C).
+ */
+export function stopOnSignals(log) {
+  const controller = new AbortController();
+  let code = 0;
+  for (const [name, exitCode] of [['SIGINT', 130], ['SIGTERM', 143]]) {
+    process.on(name, () => {
+      if (code !== 0) process.exit(exitCode);
+      code = exitCode;
+      log(`\ninterrupted by ${name}; stopping`);
+      controller.abort();
+    });
+  }
+  return { signal: controller.signal, interrupted: () => code, interruptedBy: (exitCode) => (code ||= exitCode) };
 }

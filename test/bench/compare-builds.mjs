@@ -1,6 +1,7 @@
 /**
  * What proxy-compare.mjs and evaluate-compare.mjs share: their `LABEL=BUILD[@NODE_OPTIONS]`
- * arguments, and builds of git revisions, each checked out into a temporary worktree and compiled
+ * arguments, their rounds (BENCH_ROUNDS, BENCH_SECONDS, BENCH_WARMUP_SECONDS), the median they
+ * report, and builds of git revisions, each checked out into a temporary worktree and compiled
  * there with this checkout's node_modules.
  *
  * @example
@@ -15,9 +16,18 @@ import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { percentile, setting } from './bench-common.mjs';
 import { CLI } from './proxy-processes.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+/** Rounds of every build, and each run's measured window and warm-up in seconds, from the environment. */
+export const ROUNDS = setting('BENCH_ROUNDS', 3, { min: 1, max: 50, integer: true });
+export const SECONDS = setting('BENCH_SECONDS', 4, { min: 0.5, max: 60 });
+export const WARMUP = setting('BENCH_WARMUP_SECONDS', 1, { min: 0, max: 30 });
+
+/** The nearest-rank median of the finite values (with an even count, the lower of the middle two). */
+export const median = (values) => percentile(values.filter(Number.isFinite).sort((a, b) => a - b), 0.5);
 
 /** `base=HEAD~1@--max-semi-space-size=4` → `{ label: 'base', build: 'HEAD~1', nodeOptions: '--max-semi-space-size=4' }`. */
 export function parseEntry(arg) {

@@ -33,17 +33,14 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { startPostgres, startRedis, stopServers } from '../support/servers.mjs';
-import { createBenchDatabase, fmt, formatTable, percentile, setting } from './bench-common.mjs';
+import { createBenchDatabase, fmt, formatTable, serverUrl, setting, stopOnSignals } from './bench-common.mjs';
 import {
   abortOnExit, authoritySecrets, createEvaluateOrgs, evaluatePool, evaluateSender, loadProduct, spread, startAuthorityChild, stopAuthorityChild,
 } from './evaluate-bench.mjs';
 import { closedLoop, measureScenario, openLoop } from './evaluate-report.mjs';
-import { createBuilds, parseEntry } from './compare-builds.mjs';
+import { createBuilds, median, parseEntry, ROUNDS, SECONDS, WARMUP } from './compare-builds.mjs';
 
 const log = (line) => process.stdout.write(`${line}\n`);
-const ROUNDS = setting('BENCH_ROUNDS', 3, { min: 1, max: 50, integer: true });
-const SECONDS = setting('BENCH_SECONDS', 4, { min: 0.5, max: 60 });
-const WARMUP = setting('BENCH_WARMUP_SECONDS', 1, { min: 0, max: 30 });
 const CONCURRENCY = setting('BENCH_CONCURRENCY', 32, { min: 1, max: 512, integer: true });
 const RATE = setting('BENCH_RATE', 500, { min: 1, max: 5_000, integer: true });
 
@@ -53,25 +50,8 @@ if (entries.length < 2 || new Set(entries.map((entry) => entry.label)).size !== 
   process.exit(2);
 }
 
-const controller = new AbortController();
-let interrupted = 0;
-for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]]) {
-  process.on(signal, () => {
-    // The first signal lets the run stop its authority and remove its databases and worktrees; a second one does not wait.
-    if (interrupted !== 0) process.exit(code);
-    interrupted = code;
-    log(`\ninterrupted by ${signal}; stopping`);
-    controller.abort();
-  });
-}
-
-const builds = createBuilds({ log, onInterrupt: (code) => (interrupted ||= code) });
-
-/** The URL of a server to use, or throws with why there is none. */
-function urlOf(name, outcome) {
-  if (outcome.ok) return outcome.url;
-  throw new Error(`${name}: ${outcome.failed ? `the server could not be started: ${outcome.reason}\n${outcome.logTail}` : outcome.reason}`);
-}
+const stop = stopOnSignals(log);
+const builds = createBuilds({ log, onInterrupt: stop.interruptedBy });
 
 /** The build's organization, created through its own modules once its authority has migrated the database. */
 async function organizationOf(entry) {
@@ -93,7 +73,7 @@ async function measure(entry, round, redisUrl) {
   const pool = evaluatePool(authority.api, CONCURRENCY);
   try {
     entry.org ??= await organizationOf(entry);
-    const signal = AbortSignal.any([controller.signal, abortOnExit(authority)]);
+    const signal = AbortSignal.any([stop.signal, abortOnExit(authority)]);
     const run = { authority, warmupMs: WARMUP * 1000, windowMs: SECONDS * 1000, signal };
     const tag = `${entry.label}-${round}`;
     const closed = await measureScenario('closed loop', (window) =>
@@ -108,8 +88,6 @@ async function measure(entry, round, redisUrl) {
   }
 }
 
-/** The nearest-rank median (with an even count, the lower of the middle two). */
-const median = (values) => percentile(values.filter(Number.isFinite).sort((a, b) => a - b), 0.5);
 
 /** Higher throughput is better; less CPU and a lower p99 (every build runs at the same rate) too. */
 const METRICS = [
@@ -145,8 +123,8 @@ async function main() {
   const dir = mkdtempSync(join(tmpdir(), 'countersign-compare-'));
   try {
     for (const entry of entries) entry.cli = builds.cliOf(entry.build);
-    const databaseUrl = urlOf('postgres', await startPostgres({ log }));
-    const redisUrl = urlOf('redis', await startRedis({ log }));
+    const databaseUrl = serverUrl('postgres', await startPostgres({ log }));
+    const redisUrl = serverUrl('redis', await startRedis({ log }));
     for (const entry of entries) {
       entry.database = await createBenchDatabase(databaseUrl, 'countersign_compare');
       entry.dir = join(dir, entry.label);
@@ -168,7 +146,7 @@ async function main() {
   } finally {
     for (const entry of entries) {
       // On Ctrl-C a throwaway Postgres got the signal too and is gone with its databases.
-      await entry.database?.drop().catch((error) => interrupted || log(`could not drop a compare database: ${error.message}`));
+      await entry.database?.drop().catch((error) => stop.interrupted() || log(`could not drop a compare database: ${error.message}`));
     }
     await stopServers();
     builds.cleanUp();
@@ -180,6 +158,6 @@ let exitCode = 1;
 try {
   exitCode = await main();
 } catch (error) {
-  log(interrupted ? `evaluate-compare stopped: ${error?.message ?? error}` : `evaluate-compare failed: ${error?.stack ?? error}`);
+  log(stop.interrupted() ? `evaluate-compare stopped: ${error?.message ?? error}` : `evaluate-compare failed: ${error?.stack ?? error}`);
 }
-process.exit(interrupted || exitCode);
+process.exit(stop.interrupted() || exitCode);

@@ -12,8 +12,8 @@
  *                      front of the bench upstream, driven closed loop: its CPU per request
  *
  * The first two run in a child process of their own (this file, run as a script), which reads its
- * CPU from /proc/self/stat over the measured window, so neither the bench process nor the other
- * servers count. The forwarder's CPU is read from /proc by the bench, as for every other row.
+ * own CPU from /proc over the measured window, so neither the bench process nor the other servers
+ * count. The forwarder's CPU is read from /proc by the bench, as for every other row.
  *
  * `BENCH_ONLY=floor npm run bench` runs the three parts alone (runFloorBench); the full proxy
  * bench measures the first two with measureFloorParts and takes the third from its own
@@ -25,12 +25,10 @@
  */
 import { spawn } from 'node:child_process';
 import { generateKeyPairSync, sign } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { performance } from 'node:perf_hooks';
 import { dirname, join, resolve as resolvePath } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { fmt } from './bench-common.mjs';
-import { cpuBetween, cpuTimes } from './proc-stats.mjs';
+import { cpuBetween, cpuSeconds, cpuTimes } from './proc-stats.mjs';
 import { runGenerator, startBenchServer, stopAll } from './proxy-processes.mjs';
 
 const SCRIPT = fileURLToPath(import.meta.url);
@@ -38,14 +36,6 @@ const ED25519_MODULE = join(resolvePath(dirname(SCRIPT), '..', '..'), 'dist', 's
 
 /** The floor's parts against the enforced route: at most this many times their sum. */
 export const FLOOR_TARGET = 1.5;
-
-/** CPU seconds of this process so far (user + system), from its own accounting in /proc. */
-function ownCpuSeconds() {
-  const stat = readFileSync('/proc/self/stat', 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  // utime and stime, in clock ticks (100 per second on Linux).
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
 
 /** Runs `step` (which answers a promise, or nothing) until `ms` have passed; resolves the count. */
 async function loopFor(ms, step, inFlight) {
@@ -77,9 +67,9 @@ async function verifyPart(seconds) {
     if (!verifier.verify(input, publicKey, signature)) throw new Error('the signature did not verify');
   };
   await loopFor(500, step, 1); // warm-up
-  const cpu = ownCpuSeconds();
+  const cpu = cpuSeconds(process.pid);
   const ops = await loopFor(seconds * 1000, step, 1);
-  return { ops, cpuUs: ((ownCpuSeconds() - cpu) * 1e6) / ops, engine: verifier.engine };
+  return { ops, cpuUs: ((cpuSeconds(process.pid) - cpu) * 1e6) / ops, engine: verifier.engine };
 }
 
 /** Redis round trips with `connections` in flight, as the proxy's consumes are under load. */
@@ -92,9 +82,9 @@ async function redisPart(seconds, redisUrl, connections) {
     const prefix = `floor:${process.pid}:`;
     const step = () => client.set(`${prefix}${n++}`, '1', 'PX', 60_000, 'NX');
     await loopFor(500, step, connections); // warm-up
-    const cpu = ownCpuSeconds();
+    const cpu = cpuSeconds(process.pid);
     const ops = await loopFor(seconds * 1000, step, connections);
-    return { ops, cpuUs: ((ownCpuSeconds() - cpu) * 1e6) / ops };
+    return { ops, cpuUs: ((cpuSeconds(process.pid) - cpu) * 1e6) / ops };
   } finally {
     client.disconnect();
   }
@@ -145,18 +135,16 @@ const UPSTREAM_BODY = '{"ok":true,"service":"bench-upstream"}';
 async function dispatchPart({ seconds, warmupSeconds, connections }) {
   const upstream = await startBenchServer('upstream', { body: UPSTREAM_BODY });
   const forwarder = await startBenchServer('undici-dispatch', { upstream: upstream.url });
-  let start;
-  let end;
+  let before;
+  let after;
   const result = await runGenerator(
     {
       origin: forwarder.url, mode: 'closed', connections, rate: 1, warmupMs: warmupSeconds * 1000, windowMs: seconds * 1000,
       requests: [{ method: 'GET', path: '/pass/item?page=1', headers: { accept: 'application/json' } }], reuse: true, expect: { status: 200, body: UPSTREAM_BODY },
     },
-    { onWindowStart: () => (start = { at: performance.now(), cpu: cpuTimes([forwarder.pid]) }), onWindowEnd: () => (end = { at: performance.now(), cpu: cpuTimes([forwarder.pid]) }) },
+    { onWindowStart: () => (before = cpuTimes([forwarder.pid])), onWindowEnd: () => (after = cpuTimes([forwarder.pid])) },
   );
-  // The server's CPU per request over the window, as for the proxy bench's rows (proxy-report.mjs).
-  const cpuPercent = (cpuBetween(start.cpu, end.cpu) / ((end.at - start.at) / 1000)) * 100;
-  return { cpuUs: (cpuPercent * 1e4) / result.perSecond, perSecond: result.perSecond, errors: result.errors };
+  return { cpuUs: (1e6 * cpuBetween(before, after)) / result.requests, perSecond: result.perSecond, errors: result.errors };
 }
 
 /** `BENCH_ONLY=floor`: the three parts alone, one after the other; resolves `{ ok }`. */

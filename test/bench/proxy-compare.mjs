@@ -34,11 +34,11 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startRedis, stopServers } from '../support/servers.mjs';
-import { fmt, formatTable, percentile, setting } from './bench-common.mjs';
+import { fmt, formatTable, serverUrl, setting } from './bench-common.mjs';
 import { cpuBetween, cpuTimes, rssSampler } from './proc-stats.mjs';
 import { runGenerator, startBenchServer, startCountersignProxy, stopAll } from './proxy-processes.mjs';
 import { ACTOR, PERMIT_HEADER, proxyYaml } from './proxy-setup.mjs';
-import { createBuilds, parseEntry } from './compare-builds.mjs';
+import { createBuilds, median, parseEntry, ROUNDS, SECONDS, WARMUP } from './compare-builds.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const { buildPermitClaims, signPermit } = await import(join(root, 'dist', 'authority', 'permits', 'sign.js'));
@@ -46,9 +46,6 @@ const { replayEpochKey } = await import(join(root, 'dist', 'shared', 'permits', 
 const { RedisStore } = await import(join(root, 'dist', 'shared', 'store', 'redis.js'));
 
 const log = (line) => process.stdout.write(`${line}\n`);
-const ROUNDS = setting('BENCH_ROUNDS', 3, { min: 1, max: 50, integer: true });
-const SECONDS = setting('BENCH_SECONDS', 4, { min: 0.5, max: 60 });
-const WARMUP = setting('BENCH_WARMUP_SECONDS', 1, { min: 0, max: 30 });
 const CONNECTIONS = setting('BENCH_PROXY_CONNECTIONS', 32, { min: 1, max: 512, integer: true });
 const RATE = setting('BENCH_PROXY_RATE', 1_000, { min: 1, max: 5_000, integer: true });
 const MODES = { closed: ['closed'], open: ['open'], both: ['closed', 'open'] }[process.env.BENCH_MODE ?? 'both'];
@@ -108,15 +105,12 @@ async function measure(entry, mode, context) {
   }
 }
 
-/** The nearest-rank median (with an even count, the lower of the middle two). */
-const median = (values) => percentile(values.filter(Number.isFinite).sort((a, b) => a - b), 0.5);
 
 async function main() {
-  const redis = await startRedis({ log });
-  if (!redis.ok) throw new Error(redis.reason);
+  const redisUrl = serverUrl('redis', await startRedis({ log }));
   // The organization's replay epoch, as the authority creates it before it signs the first permit:
   // permits issued before the epoch began are refused (REPLAY_STATE_RESET).
-  const store = new RedisStore({ url: redis.url });
+  const store = new RedisStore({ url: redisUrl });
   await store.ensureEpoch(replayEpochKey(ORG));
   await store.close();
   const authority = createServer((req, res) => {
@@ -130,7 +124,7 @@ async function main() {
     writeFileSync(keyFile, 'cs_compare_unused', { mode: 0o600 });
     const upstream = await startBenchServer('upstream', { body: UPSTREAM_BODY });
     for (const entry of entries) entry.cli = builds.cliOf(entry.build);
-    const context = { dir, redisUrl: redis.url, yaml: proxyYaml({ upstream: upstream.url, authority: `http://127.0.0.1:${authority.address().port}`, keyFile, organization: ORG }) };
+    const context = { dir, redisUrl, yaml: proxyYaml({ upstream: upstream.url, authority: `http://127.0.0.1:${authority.address().port}`, keyFile, organization: ORG }) };
 
     for (const mode of MODES) {
       log(`\n== enforced route, ${mode === 'closed' ? `closed loop, ${CONNECTIONS} connections` : `open loop, ${RATE}/s`}; ${ROUNDS} rounds of ${WARMUP} s + ${SECONDS} s ==`);

@@ -39,7 +39,7 @@
  *   BENCH_ONLY=floor npm run bench
  */
 import { startPostgres, startRedis, stopServers } from '../support/servers.mjs';
-import { setting } from './bench-common.mjs';
+import { serverUrl, setting, stopOnSignals } from './bench-common.mjs';
 import { runEvaluateBench } from './evaluate-bench.mjs';
 import { runProxyBench } from './proxy-bench.mjs';
 import { runFloorBench } from './floor-bench.mjs';
@@ -81,40 +81,23 @@ function selectedBenches() {
   return [only];
 }
 
-/** The URL of a server to use, or throws with why there is none. */
-function urlOf(name, outcome) {
-  if (outcome.ok) return outcome.url;
-  const why = outcome.failed ? `the server could not be started: ${outcome.reason}\n${outcome.logTail}` : outcome.reason;
-  throw new Error(`the bench cannot run: ${name}: ${why}`);
-}
-
-const controller = new AbortController();
-let interrupted = 0;
-for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]]) {
-  process.on(signal, () => {
-    // The first signal lets the bench stop its child and drop its database; a second one does not wait.
-    if (interrupted !== 0) process.exit(code);
-    interrupted = code;
-    log(`\ninterrupted by ${signal}; stopping the bench`);
-    controller.abort();
-  });
-}
+const stop = stopOnSignals(log);
 
 async function main() {
   const options = readOptions();
   const benches = selectedBenches();
-  const databaseUrl = urlOf('postgres', await startPostgres({ log, settings: options.durable ? DURABLE_SETTINGS : [] }));
-  const redisUrl = urlOf('redis', await startRedis({ log }));
+  const databaseUrl = serverUrl('postgres', await startPostgres({ log, settings: options.durable ? DURABLE_SETTINGS : [] }));
+  const redisUrl = serverUrl('redis', await startRedis({ log }));
   let allOk = true;
   for (const name of benches) {
-    if (controller.signal.aborted) break;
+    if (stop.signal.aborted) break;
     log(`\n== the ${name} benchmark ==`);
     // One benchmark that cannot run does not keep the other from running; the exit code says so.
     try {
-      const { ok } = await BENCHES[name]({ ...options, databaseUrl, redisUrl, log, signal: controller.signal });
+      const { ok } = await BENCHES[name]({ ...options, databaseUrl, redisUrl, log, signal: stop.signal });
       allOk &&= ok;
     } catch (err) {
-      if (controller.signal.aborted) throw err;
+      if (stop.signal.aborted) throw err;
       log(`${name} bench error: ${err?.stack ?? err}`);
       allOk = false;
     }
@@ -126,8 +109,8 @@ let exitCode = 1;
 try {
   exitCode = await main();
 } catch (err) {
-  log(interrupted ? `bench stopped: ${err?.message ?? err}` : `bench error: ${err?.stack ?? err}`);
+  log(stop.interrupted() ? `bench stopped: ${err?.message ?? err}` : `bench error: ${err?.stack ?? err}`);
 } finally {
   await stopServers();
 }
-process.exit(interrupted || exitCode);
+process.exit(stop.interrupted() || exitCode);
