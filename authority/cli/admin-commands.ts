@@ -29,7 +29,6 @@ import { migrate } from '../store/migrate.js';
 import { openDb } from '../store/open.js';
 import { systemClock } from '../time.js';
 
-
 export interface CliIo {
   out(line: string): void;
   /** Messages for a person (stderr for the real command); machine-readable output stays on `out`. */

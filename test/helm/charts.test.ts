@@ -29,7 +29,6 @@ import { parseProxyConfig } from '../../proxy/config.js';
 import { ensureHelm } from './helm-binary.js';
 import { REPO_ROOT as root } from '../helpers/repo.js';
 
-
 type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; annotations?: Record<string, string>; labels?: Record<string, string> }; [key: string]: any };
 
 const MODELS: Record<string, new (data: any) => { validate(): void }> = {

@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import type { Db } from '../../authority/store/db.js';
-import { migrate } from '../../authority/store/migrate.js';
+import { defaultMigrationsDir, migrate } from '../../authority/store/migrate.js';
 import { PgDb } from '../../authority/store/pg.js';
 import { PGLITE_PARSERS, PgliteDb } from '../../authority/store/pglite.js';
 import { REPO_ROOT as root } from './repo.js';
@@ -56,7 +56,7 @@ function snapshotFile(): string {
   const hash = createHash('sha256');
   const pglite = join(root, 'node_modules', '@electric-sql', 'pglite', 'package.json');
   hash.update((JSON.parse(readFileSync(pglite, 'utf8')) as { version: string }).version);
-  const migrations = join(root, 'authority', 'store', 'migrations');
+  const migrations = defaultMigrationsDir();
   for (const name of readdirSync(migrations).sort()) hash.update(`\0${name}\0`).update(readFileSync(join(migrations, name)));
   return join(SNAPSHOT_CACHE, `migrated-${hash.digest('hex').slice(0, 24)}.tar`);
 }

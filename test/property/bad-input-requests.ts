@@ -208,7 +208,7 @@ export async function runBadInputShare(shard: number, shards: number): Promise<S
     // Every route the app serves (the authentication matrix checks that list is complete), plus
     // unknown paths and methods. The exports come first: an accepted export signs the whole chain,
     // so later in the run each would cost in proportion to everything accepted before it.
-    const ROUTE_LIST = [
+    const everyRoute = [
       ['POST', '/v1/audit/exports'],
       ['POST', '/v1-audit/exports'],
       ['POST', '/v1/api-keys'],
@@ -259,7 +259,7 @@ export async function runBadInputShare(shard: number, shards: number): Promise<S
     ] as const;
 
     const routes: RouteReport[] = [];
-    for (const [method, url] of shareOf(ROUTE_LIST, shard, shards)) {
+    for (const [method, url] of shareOf(everyRoute, shard, shards)) {
       const route: RouteReport = { method, url, runs: runsFor(method), answered: 0, statuses: {}, failure: null };
       routes.push(route);
       const check = async (request: { url: string; payload?: string | Buffer; contentType?: string | undefined }) => {
