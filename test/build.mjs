@@ -8,11 +8,11 @@
  * Example:
  *   node test/build.mjs    # then: npx tap dist/test/unit/config.test.js
  */
-import { spawn } from 'node:child_process';
 import { chmodSync, cpSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { runToEnd } from './support/servers.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -20,15 +20,8 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 export async function buildTests() {
   rmSync(join(root, 'dist', 'test'), { recursive: true, force: true });
   const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-  const output = [];
-  const code = await new Promise((resolveRun, reject) => {
-    const child = spawn(process.execPath, [tsc, '-p', join(root, 'tsconfig.json')], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout.on('data', (chunk) => output.push(chunk));
-    child.stderr.on('data', (chunk) => output.push(chunk));
-    child.once('error', reject);
-    child.once('close', (exitCode) => resolveRun(exitCode ?? 1));
-  });
-  if (code !== 0) throw new Error(`tsc -p tsconfig.json failed:\n${Buffer.concat(output).toString()}`);
+  const run = await runToEnd(process.execPath, [tsc, '-p', join(root, 'tsconfig.json')], { cwd: root });
+  if (run.status !== 0) throw new Error(`tsc -p tsconfig.json failed:\n${run.error?.message ?? ''}${run.stdout}${run.stderr}`);
   cpSync(join(root, 'test', 'support'), join(root, 'dist', 'test', 'support'), { recursive: true, filter: (src) => !src.endsWith('.d.mts') });
   chmodSync(join(root, 'dist', 'bin', 'countersign.js'), 0o755);
 }

@@ -254,13 +254,13 @@ export async function runProxyBench(options) {
     await durabilitySetups.stop();
     extra.gatedOk += durability.gatedOk;
     const soak = servers && options.soakSeconds > 0 ? await runSoak({ proxy: servers.proxy, measure, mint, options, log }) : null;
+    if (soak) extra.gatedOk += soak.ok;
     let floor = null;
     if (servers) {
       log('running: the floor\'s parts (Ed25519 verify, Redis round trip), each alone');
       await settle([authority.pid, ...(await localStorePids(redisUrl, options.databaseUrl))]);
       floor = await measureFloorParts({ redisUrl, seconds: options.seconds, connections: options.connections });
     }
-    if (soak) extra.gatedOk += soak.ok;
 
     const stats = await upstreamStats(upstream);
     const problems = [];

@@ -8,10 +8,10 @@
  *   // test/property/bad-input-2.test.ts
  *   badBodies(2, BAD_INPUT_SHARES);
  */
-import { spawn } from 'node:child_process';
 import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { runToEnd } from '../support/servers.mjs';
 import type { ShareReport } from './bad-input-requests.js';
 
 export { BAD_INPUT_SHARES, shareOf } from './bad-input-requests.js';
@@ -20,28 +20,17 @@ export { BAD_INPUT_SHARES, shareOf } from './bad-input-requests.js';
 t.setTimeout(15 * 60_000);
 
 /** The share's process: the same node and loader as this test (compiled .js, or .ts under a loader). */
-function runShare(shard: number, shards: number): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function runShare(shard: number, shards: number) {
   const script = fileURLToPath(new URL(`./bad-input-requests${extname(fileURLToPath(import.meta.url))}`, import.meta.url));
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...process.execArgv, script, String(shard), String(shards)], {
-      // '0': tap's process tracking (@tapjs/processinfo) takes no coverage in this process.
-      env: { ...process.env, _TAPJS_PROCESSINFO_COVERAGE_: '0' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const stdout: Buffer[] = [];
-    const stderr: Buffer[] = [];
-    child.stdout.on('data', (chunk: Buffer) => stdout.push(chunk));
-    child.stderr.on('data', (chunk: Buffer) => stderr.push(chunk));
-    child.once('error', reject);
-    child.once('close', (code) => resolve({ code, stdout: Buffer.concat(stdout).toString(), stderr: Buffer.concat(stderr).toString() }));
-  });
+  // '0': tap's process tracking (@tapjs/processinfo) takes no coverage in this process.
+  return runToEnd(process.execPath, [...process.execArgv, script, String(shard), String(shards)], { env: { ...process.env, _TAPJS_PROCESSINFO_COVERAGE_: '0' } });
 }
 
 export function badBodies(shard: number, shards: number): void {
   t.test(`random bodies to every endpoint, share ${shard} of ${shards}: never a 5xx, always the envelope`, async (t) => {
     const run = await runShare(shard, shards);
-    t.equal(run.code, 0, 'the share ran to its end', { stderr: run.stderr.slice(-4000) });
-    if (run.code !== 0) return;
+    t.equal(run.status, 0, 'the share ran to its end', { stderr: run.stderr.slice(-4000), error: run.error?.message });
+    if (run.status !== 0) return;
     const report = JSON.parse(run.stdout) as ShareReport;
     t.ok(report.routes.length > 0, `${report.routes.length} routes in this share`);
     for (const route of report.routes) {

@@ -8,6 +8,12 @@ export type NotStarted =
   | { ok: false; failed: true; reason: string; logTail: string };
 
 export function freePort(): Promise<number>;
+/** Runs a command to its end, its output collected: like spawnSync's result, without blocking. */
+export function runToEnd(
+  command: string,
+  args: string[],
+  options?: import('node:child_process').SpawnOptions,
+): Promise<{ status: number | null; stdout: string; stderr: string; error: Error | undefined }>;
 /** The folder holding both initdb and postgres, or undefined when not installed. */
 export function findPostgresBin(): string | undefined;
 /** uid, gid and home of a system user, from /etc/passwd. */

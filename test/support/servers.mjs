@@ -105,7 +105,7 @@ export function redact(url) {
 }
 
 /** Runs a command to its end: `{ status, stdout, stderr, error }`, like spawnSync's result. */
-function runToEnd(command, args, options) {
+export function runToEnd(command, args, options) {
   return new Promise((resolveRun) => {
     const child = spawn(command, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
