@@ -105,14 +105,23 @@ export function parseJson(body: BufferedBody): unknown {
   }
 }
 
+const NOTHING_LISTED: ReadonlySet<string> = new Set();
+
 /** Names listed in `Connection` are hop-by-hop for this one message. */
-export function connectionListed(value: string | string[] | undefined): Set<string> {
+export function connectionListed(value: string | string[] | undefined): ReadonlySet<string> {
+  // The usual values list nothing beyond HOP_BY_HOP: no set to build on every message.
+  if (value === undefined || value === 'keep-alive') return NOTHING_LISTED;
   const listed = new Set<string>();
-  for (const part of [value ?? []].flat()) for (const token of part.split(',')) if (token.trim() !== '') listed.add(token.trim().toLowerCase());
+  for (const part of typeof value === 'string' ? [value] : value) {
+    for (const token of part.split(',')) {
+      const name = token.trim().toLowerCase();
+      if (name !== '') listed.add(name);
+    }
+  }
   return listed;
 }
 
-export function isHopByHop(name: string, listed: Set<string>): boolean {
+export function isHopByHop(name: string, listed: ReadonlySet<string>): boolean {
   return HOP_BY_HOP.has(name) || name.startsWith('proxy-') || listed.has(name);
 }
 

@@ -236,6 +236,7 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
       requestId: input.requestId,
     });
     const summary: ForwardSummary = { ...executionOutcome(result), durationMs: result.durationMs };
+    if (result.outcome === 'answered') return summary;
     const context = { request_id: input.requestId, route: input.route, upstream: summary.upstream, code: summary.code };
     if (result.outcome === 'cut_short' && result.by === 'upstream') {
       metrics.upstreamErrors.inc({ route: input.route });

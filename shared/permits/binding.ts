@@ -29,7 +29,7 @@
  *   const bnd = bindingHash('org_1', facts); // 43 base64url characters
  *   bindingHashesEqual(bnd, claims.bnd);
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import { canonicalJson } from '../canonical-json.js';
 
 export const STANDARD_BOUND_FACTS = [
@@ -110,7 +110,8 @@ export function bindingHash(org: string, facts: Record<string, unknown>): string
   if (typeof org !== 'string' || org.length === 0) {
     throw new BindingFactError('org', 'the organization must be a non-empty string');
   }
-  return createHash('sha256').update(bindingCanonicalJson(org, facts), 'utf8').digest('base64url');
+  // One-shot: no Hash object per request on the gate's path.
+  return hash('sha256', bindingCanonicalJson(org, facts), 'base64url');
 }
 
 /** The exact JCS text that `bindingHash` hashes (for golden vectors and debugging). */

@@ -37,7 +37,7 @@ import { freePort } from '../support/servers.mjs';
 import { describeExit, fmt, formatTable, percent, READY_TIMEOUT_MS } from './bench-common.mjs';
 import { CLI, sleep, startCountersignProxy, track } from './proxy-processes.mjs';
 import { perRequest, table } from './proxy-report.mjs';
-import { proxyYaml } from './proxy-setup.mjs';
+import { PASS_REQUEST, proxyYaml } from './proxy-setup.mjs';
 
 /** The modes in the order they run; `none` first: it is what the others are compared with. */
 const MODES = [
@@ -48,9 +48,6 @@ const MODES = [
 
 /** Settings every Redis here shares: loopback, no RDB snapshots, no delay before a replica's sync. */
 const BASE_ARGS = ['--bind', '127.0.0.1', '--save', '', '--daemonize', 'no', '--repl-diskless-sync-delay', '0'];
-
-/** An unmatched path, which the proxy passes through (as proxy-bench.mjs's pass-through rows). */
-const PASS_REQUEST = { method: 'GET', path: '/pass/item?page=1', headers: { accept: 'application/json' } };
 
 const distModule = (path) => import(pathToFileURL(join(dirname(CLI), '..', path)).href);
 

@@ -51,12 +51,11 @@ import {
 import { authorityYaml, createBenchDatabase, describeExit, machineTimes } from './bench-common.mjs';
 import { report } from './proxy-report.mjs';
 import { reportDurability, runDurabilityRows, startDurabilitySetups } from './durability-bench.mjs';
-import { localStorePids, mintPermitRequests, PERMIT_HEADER, proxyYaml, setUpOrganization } from './proxy-setup.mjs';
+import { localStorePids, mintPermitRequests, PASS_REQUEST, PERMIT_HEADER, proxyYaml, setUpOrganization } from './proxy-setup.mjs';
 import { runSoak } from './proxy-soak.mjs';
 import { measureFloorParts } from './floor-bench.mjs';
 
 const UPSTREAM_BODY = '{"ok":true,"service":"bench-upstream"}';
-const PASS_REQUEST = { method: 'GET', path: '/pass/item?page=1', headers: { accept: 'application/json' } };
 /** The most permits minted for one run (about 30 s of the authority's time on a 2-core machine). */
 const MAX_BATCH = 40_000;
 /**

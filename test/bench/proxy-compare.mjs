@@ -12,7 +12,8 @@
  *   @NODE_OPTIONS  the proxy's Node flags for that entry (default: the container's, PROXY_NODE_OPTIONS)
  *
  * Environment: BENCH_ROUNDS (3), BENCH_SECONDS (4), BENCH_WARMUP_SECONDS (1), BENCH_MODE (`closed`,
- * `open` or `both`; default both), BENCH_PROXY_CONNECTIONS (32), BENCH_PROXY_RATE (1000),
+ * `open` or `both`; default both), BENCH_PATH (`enforce`, the default, or `pass`: the same GET on a
+ * path no route matches, no permit), BENCH_PROXY_CONNECTIONS (32), BENCH_PROXY_RATE (1000),
  * BENCH_CPU_PROFILE=DIR (a CPU profile of each build's proxy per mode, the last round's), and
  * REDIS_URL (else a throwaway redis-server, as `npm test` starts it).
  *
@@ -25,7 +26,7 @@
  * @example
  *   npm run build
  *   node test/bench/proxy-compare.mjs base=HEAD~1 new=.
- *   BENCH_MODE=closed node test/bench/proxy-compare.mjs semi2=.@'--max-semi-space-size=2 --max-old-space-size=96' semi4=.
+ *   BENCH_MODE=closed node test/bench/proxy-compare.mjs semi4=.@'--max-semi-space-size=4 --max-old-space-size=96' semi8=.
  */
 import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -37,7 +38,7 @@ import { startRedis, stopServers } from '../support/servers.mjs';
 import { fmt, formatTable, serverUrl, setting } from './bench-common.mjs';
 import { cpuBetween, cpuTimes, rssSampler } from './proc-stats.mjs';
 import { runGenerator, startBenchServer, startCountersignProxy, stopAll } from './proxy-processes.mjs';
-import { ACTOR, PERMIT_HEADER, proxyYaml } from './proxy-setup.mjs';
+import { ACTOR, PASS_REQUEST, PERMIT_HEADER, proxyYaml } from './proxy-setup.mjs';
 import { createBuilds, median, parseEntry, ROUNDS, SECONDS, WARMUP } from './compare-builds.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -49,6 +50,8 @@ const log = (line) => process.stdout.write(`${line}\n`);
 const CONNECTIONS = setting('BENCH_PROXY_CONNECTIONS', 32, { min: 1, max: 512, integer: true });
 const RATE = setting('BENCH_PROXY_RATE', 1_000, { min: 1, max: 5_000, integer: true });
 const MODES = { closed: ['closed'], open: ['open'], both: ['closed', 'open'] }[process.env.BENCH_MODE ?? 'both'];
+/** Which of the proxy's paths is measured: the enforced route, or pass-through (unmatched: pass). */
+const PATH = process.env.BENCH_PATH ?? 'enforce';
 /** Closed loop mints for this rate over warm-up and window; a faster build ends its window early (reported). */
 const CLOSED_MINT_RATE = 6000;
 const UPSTREAM_BODY = '{"ok":true,"from":"bench-upstream"}';
@@ -56,8 +59,8 @@ const ORG = 'default';
 const KID = 'compare-1';
 
 const entries = process.argv.slice(2).map(parseEntry);
-if (entries.length < 2 || !MODES) {
-  log('usage: node test/bench/proxy-compare.mjs LABEL=BUILD[@NODE_OPTIONS] LABEL=BUILD[@NODE_OPTIONS] ...  (BENCH_MODE closed|open|both)');
+if (entries.length < 2 || !MODES || !['enforce', 'pass'].includes(PATH)) {
+  log('usage: node test/bench/proxy-compare.mjs LABEL=BUILD[@NODE_OPTIONS] LABEL=BUILD[@NODE_OPTIONS] ...  (BENCH_MODE closed|open|both, BENCH_PATH enforce|pass)');
   process.exit(2);
 }
 
@@ -89,10 +92,10 @@ async function measure(entry, mode, context) {
     dir: context.dir, redisUrl: context.redisUrl, yaml: context.yaml, cli: entry.cli, nodeOptions: entry.nodeOptions, cpuProfileDir: PROFILE_DIR && join(PROFILE_DIR, `${entry.label}-${mode}`),
   });
   try {
-    const requests = await mint(Math.ceil((WARMUP + SECONDS) * (mode === 'open' ? RATE : CLOSED_MINT_RATE)) + 100);
+    const requests = PATH === 'pass' ? [PASS_REQUEST] : await mint(Math.ceil((WARMUP + SECONDS) * (mode === 'open' ? RATE : CLOSED_MINT_RATE)) + 100);
     const spec = {
       origin: proxy.url, mode, connections: CONNECTIONS, rate: RATE, warmupMs: WARMUP * 1000, windowMs: SECONDS * 1000,
-      requests, reuse: false, expect: { status: 200, body: UPSTREAM_BODY },
+      requests, reuse: PATH === 'pass', expect: { status: 200, body: UPSTREAM_BODY },
     };
     let before;
     let after;
@@ -127,7 +130,7 @@ async function main() {
     const context = { dir, redisUrl, yaml: proxyYaml({ upstream: upstream.url, authority: `http://127.0.0.1:${authority.address().port}`, keyFile, organization: ORG }) };
 
     for (const mode of MODES) {
-      log(`\n== enforced route, ${mode === 'closed' ? `closed loop, ${CONNECTIONS} connections` : `open loop, ${RATE}/s`}; ${ROUNDS} rounds of ${WARMUP} s + ${SECONDS} s ==`);
+      log(`\n== ${PATH === 'pass' ? 'pass-through' : 'enforced route'}, ${mode === 'closed' ? `closed loop, ${CONNECTIONS} connections` : `open loop, ${RATE}/s`}; ${ROUNDS} rounds of ${WARMUP} s + ${SECONDS} s ==`);
       const results = new Map(entries.map((entry) => [entry.label, []]));
       for (let round = 1; round <= ROUNDS; round += 1) {
         for (const entry of entries) {

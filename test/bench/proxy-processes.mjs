@@ -25,7 +25,7 @@ const root = resolve(here, '..', '..');
 export const CLI = join(root, 'dist', 'bin', 'countersign.js');
 
 /** The Node flags the proxy's container runs with (Dockerfile, helm/countersign-sidecar). */
-export const PROXY_NODE_OPTIONS = '--max-semi-space-size=4 --max-old-space-size=96';
+export const PROXY_NODE_OPTIONS = '--max-semi-space-size=8 --max-old-space-size=96';
 
 /** Child output kept for the report when one fails. */
 const OUTPUT_LINES = 200;

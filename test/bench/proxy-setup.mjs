@@ -20,6 +20,8 @@ const REQUEST_TIMEOUT_MS = 30_000;
 
 export const PERMIT_HEADER = 'X-Service-Permit';
 export const ACTOR = 'demo-agent';
+/** The request every pass-through row sends: a read on a path no route matches (`unmatched: pass`). */
+export const PASS_REQUEST = { method: 'GET', path: '/pass/item?page=1', headers: { accept: 'application/json' } };
 
 /**
  * Permit lifetime is set per action class in the policy (`permit.lifetime_seconds`, at most 300),

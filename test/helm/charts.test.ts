@@ -196,7 +196,7 @@ if (helm) {
     t.equal(proxy.readinessProbe.httpGet.path, '/readyz');
     t.same(proxy.args, ['proxy', '--config', '/etc/countersign-proxy/proxy.yaml']);
     t.same(proxy.env.find((e: any) => e.name === 'COUNTERSIGN_PROXY_LISTEN'), { name: 'COUNTERSIGN_PROXY_LISTEN', value: '0.0.0.0:7080' });
-    t.same(proxy.env.find((e: any) => e.name === 'NODE_OPTIONS'), { name: 'NODE_OPTIONS', value: '--max-semi-space-size=4 --max-old-space-size=96' }, 'the Node flags the benchmark measured the proxy with');
+    t.same(proxy.env.find((e: any) => e.name === 'NODE_OPTIONS'), { name: 'NODE_OPTIONS', value: '--max-semi-space-size=8 --max-old-space-size=96' }, 'the Node flags the benchmark measured the proxy with');
     const mount = proxy.volumeMounts.find((m: any) => m.name === 'countersign-proxy-config');
     t.equal(mount.mountPath, '/etc/countersign-proxy');
     t.notOk('subPath' in mount, 'the proxy ConfigMap is mounted as a directory (updates reach the pod)');

@@ -46,7 +46,7 @@ routes: []
 resources:
   requests: { cpu: 50m, memory: 64Mi }
   limits: { memory: 256Mi }
-nodeOptions: "--max-semi-space-size=4 --max-old-space-size=96"
+nodeOptions: "--max-semi-space-size=8 --max-old-space-size=96"
 {{- end -}}
 
 {{/* The merged proxy values: the caller's over the defaults. */}}
