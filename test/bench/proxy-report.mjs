@@ -136,10 +136,10 @@ export function report(log, { rows, rss, soak, nginx, rate, probes, floor }) {
   }
   log('');
   log('ratios (throughput, closed loop):');
-  log(`  countersign pass-through / nginx:       ${ratio(closed['countersign pass-through'], closed.nginx)}`);
-  log(`  countersign enforce / naive gate:       ${ratio(closed['countersign enforce'], closed['naive gate'])}`);
+  log(`  countersign pass-through / nginx:                ${ratio(closed['countersign pass-through'], closed.nginx)}`);
+  log(`  countersign enforce / naive gate:                ${ratio(closed['countersign enforce'], closed['naive gate'])}`);
   log(`  countersign pass-through / bare undici dispatch: ${ratio(closed['countersign pass-through'], closed['undici dispatch pass-through'])} (the proxy's own cost beyond its engine)`);
-  log(`  countersign enforce / pass-through:     ${ratio(closed['countersign enforce'], closed['countersign pass-through'])} (what verifying and consuming a permit costs)`);
+  log(`  countersign enforce / pass-through:              ${ratio(closed['countersign enforce'], closed['countersign pass-through'])} (what verifying and consuming a permit costs)`);
   log('');
   engineComparison(log, closed, open);
   log('');
