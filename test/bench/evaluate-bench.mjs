@@ -27,30 +27,22 @@
  * @example
  *   const { ok } = await runEvaluateBench({ databaseUrl, redisUrl, seconds: 5, warmupSeconds: 1, concurrency: 32, rate: 500, log: console.log, signal });
  */
-import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { once } from 'node:events';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Pool, request } from 'undici';
-import { freePort } from '../support/servers.mjs';
-import { authorityYaml, createBenchDatabase, describeExit, READY_TIMEOUT_MS, STOP_TIMEOUT_MS } from './bench-common.mjs';
+import { Pool } from 'undici';
+import { authorityYaml, createBenchDatabase, describeExit } from './bench-common.mjs';
 import { checkStored, closedLoop, measureScenario, openLoop, report } from './evaluate-report.mjs';
+import { startAuthority } from './proxy-processes.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const DIST = join(root, 'dist');
-export const CLI = join(DIST, 'bin', 'countersign.js');
 
 const ORGS = 16;
 const REQUEST_TIMEOUT_MS = 10_000;
-/** Child output kept for the report when it crashes. */
-const CHILD_OUTPUT_LINES = 200;
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
 /**
  * The compiled product modules of a build (this checkout's dist/ unless given); imported lazily
  * so a missing build is one clear error.
@@ -88,27 +80,6 @@ async function serverFacts(db) {
   return row;
 }
 
-/** Keeps the child's last lines (warn and above only, at the log level the bench sets). */
-function captureOutput(child) {
-  const lines = [];
-  const keep = (chunk) => {
-    for (const line of String(chunk).split('\n')) {
-      if (line.trim() === '') continue;
-      lines.push(line);
-      if (lines.length > CHILD_OUTPUT_LINES) lines.shift();
-    }
-  };
-  child.stdout.on('data', keep);
-  child.stderr.on('data', keep);
-  return () => lines.join('\n');
-}
-
-async function isReady(api) {
-  const response = await request(`${api}/readyz`, { headersTimeout: 2_000, bodyTimeout: 2_000 });
-  await response.body.dump();
-  return response.statusCode === 200;
-}
-
 /**
  * The secrets an authority runs with. One that restarts on the same database needs the same
  * ones: the secret key decrypts the signing keys it stored on its first start.
@@ -119,57 +90,12 @@ export function authoritySecrets() {
 }
 
 /**
- * Starts `countersign authority` on two free loopback ports. At log level warn the "authority
- * ready" line is not written (info would also log every request, which the bench must not pay
- * for), so the ports are chosen here and readiness is polled on /readyz. `cli` may name another
- * build's dist/bin/countersign.js and `nodeOptions` its Node flags (evaluate-compare.mjs).
+ * The authority the evaluate scenarios load (proxy-processes.mjs's startAuthority, with this
+ * bench's configuration). `cli` and `nodeOptions` pick another build and its Node flags
+ * (evaluate-compare.mjs). Stop it with `authority.stop()`.
  */
-export async function startAuthorityChild({ databaseUrl, redisUrl, dir, cpuProfileDir, cli = CLI, nodeOptions, secrets = authoritySecrets() }) {
-  const configFile = join(dir, 'authority.yaml');
-  await writeFile(configFile, authorityYaml('test/bench/evaluate-bench.mjs'));
-  const [apiPort, adminPort] = [await freePort(), await freePort()];
-  // A CPU profile of the authority under load, written when it exits, for whoever works on the figures.
-  const profile = cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${resolve(cpuProfileDir)}`] : [];
-  const child = spawn(process.execPath, [...profile, cli, 'authority', '--config', configFile], {
-    cwd: root,
-    env: {
-      PATH: process.env.PATH,
-      ...(nodeOptions ? { NODE_OPTIONS: nodeOptions } : {}),
-      DATABASE_URL: databaseUrl,
-      REDIS_URL: redisUrl,
-      COUNTERSIGN_SECRET_KEY: secrets.secretKey,
-      COUNTERSIGN_BOOTSTRAP_KEY: secrets.bootstrapKey,
-      COUNTERSIGN_DATA_DIR: join(dir, 'data'),
-      COUNTERSIGN_AUTHORITY_LISTEN: `127.0.0.1:${apiPort}`,
-      COUNTERSIGN_AUTHORITY_ADMIN_LISTEN: `127.0.0.1:${adminPort}`,
-      COUNTERSIGN_LOG_LEVEL: 'warn',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const output = captureOutput(child);
-  const authority = { child, output, api: `http://127.0.0.1:${apiPort}`, admin: `http://127.0.0.1:${adminPort}`, exit: null };
-  authority.exited = once(child, 'exit').then(([code, signal]) => {
-    authority.exit = { code, signal };
-  });
-  const deadline = Date.now() + READY_TIMEOUT_MS;
-  while (Date.now() < deadline) {
-    if (authority.exit) throw new Error(`the authority exited during start-up (${describeExit(authority.exit)}):\n${output()}`);
-    if (await isReady(authority.api).catch(() => false)) return authority;
-    await sleep(100);
-  }
-  await stopAuthorityChild(authority);
-  throw new Error(`the authority was not ready within ${READY_TIMEOUT_MS / 1000} s:\n${output()}`);
-}
-
-/** SIGTERM (drain), SIGKILL when it does not stop; resolves how it ended. */
-export async function stopAuthorityChild(authority) {
-  if (!authority.exit) {
-    authority.child.kill('SIGTERM');
-    const timer = setTimeout(() => authority.child.kill('SIGKILL'), STOP_TIMEOUT_MS);
-    await authority.exited;
-    clearTimeout(timer);
-  }
-  return authority.exit;
+export function startEvaluateAuthority({ databaseUrl, redisUrl, dir, cpuProfileDir, cli, nodeOptions, secrets = authoritySecrets() }) {
+  return startAuthority({ databaseUrl, redisUrl, dir, ...secrets, configYaml: authorityYaml('test/bench/evaluate-bench.mjs'), cli, nodeOptions, cpuProfileDir });
 }
 
 /** Aborts when the child exits, so the loops stop at once instead of collecting connection errors. */
@@ -330,7 +256,7 @@ async function runScenarios({ product, db, authority, orgs, appendOrgs, options 
     closedLoop(name, spread(appendOrgs.slice(0, count), concurrency, (org, i) => appendSender(product, db, org.id, `${tag}-${i}`)), { window, signal: run.signal });
   await step('bare1', 'bare append, 1 org', bare('bare append, 1 org', 1, 'a1'));
   await step('bare16', 'bare append, 16 orgs', bare('bare append, 16 orgs', ORGS, 'a16'));
-  const pool = evaluatePool(authority.api, concurrency);
+  const pool = evaluatePool(authority.url, concurrency);
   try {
     const closed = (name, count, tag) => (window) =>
       closedLoop(name, spread(orgs.slice(0, count), concurrency, (org, i) => evaluateSender(pool, org.key, `${tag}-${i}`)), { window, signal: run.signal });
@@ -356,7 +282,7 @@ export async function runEvaluateBench(options) {
   let authority;
   let db;
   try {
-    authority = await startAuthorityChild({ databaseUrl: database.url, redisUrl: options.redisUrl, dir, cpuProfileDir: options.cpuProfileDir });
+    authority = await startEvaluateAuthority({ databaseUrl: database.url, redisUrl: options.redisUrl, dir, cpuProfileDir: options.cpuProfileDir });
     // The bench's own pool has pg's default size, like the authority's, so the baseline competes
     // for connections the same way evaluate does.
     db = new product.PgDb({ connectionString: database.url });
@@ -364,7 +290,7 @@ export async function runEvaluateBench(options) {
     const evaluateOrgs = await createEvaluateOrgs(product, db, ORGS);
     const appendOrgs = await createAppendOrgs(product, db, ORGS);
     log(`machine: ${availableParallelism()} cores, node ${process.version}; postgres ${facts.version} ` +
-      `(fsync=${facts.fsync}, synchronous_commit=${facts.synchronous_commit}); authority at ${authority.api} (child process); ` +
+      `(fsync=${facts.fsync}, synchronous_commit=${facts.synchronous_commit}); authority at ${authority.url} (child process); ` +
       `${options.concurrency} clients; ${options.warmupSeconds} s warm-up + ${options.seconds} s per scenario`);
     const results = await runScenarios({ product, db, authority, orgs: evaluateOrgs, appendOrgs, options });
     report(log, results, options.rate);
@@ -379,7 +305,7 @@ export async function runEvaluateBench(options) {
     if (authority) {
       // A crash was reported where it happened; here only a failed shutdown is news.
       const crashed = authority.exit !== null;
-      const exit = await stopAuthorityChild(authority);
+      const exit = await authority.stop();
       if (!crashed && exit.code !== 0) log(`the authority did not exit cleanly on SIGTERM (${describeExit(exit)}):\n${authority.output()}`);
       if (options.cpuProfileDir) log(`authority CPU profile (.cpuprofile, open in Chrome DevTools): ${resolve(options.cpuProfileDir)}`);
     }

@@ -35,7 +35,7 @@ import { dirname, join } from 'node:path';
 import { startPostgres, startRedis, stopServers } from '../support/servers.mjs';
 import { createBenchDatabase, fmt, formatTable, serverUrl, setting, stopOnSignals } from './bench-common.mjs';
 import {
-  abortOnExit, authoritySecrets, createEvaluateOrgs, evaluatePool, evaluateSender, loadProduct, spread, startAuthorityChild, stopAuthorityChild,
+  abortOnExit, authoritySecrets, createEvaluateOrgs, evaluatePool, evaluateSender, loadProduct, spread, startEvaluateAuthority,
 } from './evaluate-bench.mjs';
 import { closedLoop, measureScenario, openLoop } from './evaluate-report.mjs';
 import { createBuilds, median, parseEntry, ROUNDS, SECONDS, WARMUP } from './compare-builds.mjs';
@@ -67,10 +67,10 @@ async function organizationOf(entry) {
 
 /** One run of one build: its authority started afresh, the closed loop, then the open loop. */
 async function measure(entry, round, redisUrl) {
-  const authority = await startAuthorityChild({
+  const authority = await startEvaluateAuthority({
     databaseUrl: entry.database.url, redisUrl, dir: entry.dir, cli: entry.cli, nodeOptions: entry.nodeOptions, secrets: entry.secrets,
   });
-  const pool = evaluatePool(authority.api, CONCURRENCY);
+  const pool = evaluatePool(authority.url, CONCURRENCY);
   try {
     entry.org ??= await organizationOf(entry);
     const signal = AbortSignal.any([stop.signal, abortOnExit(authority)]);
@@ -84,7 +84,7 @@ async function measure(entry, round, redisUrl) {
     return { perSecond: closed.perSecond, cpuUs: closed.authorityUs, p99: open.p99, errors: closed.errors + open.errors, kinds };
   } finally {
     await pool.close();
-    await stopAuthorityChild(authority);
+    await authority.stop();
   }
 }
 

@@ -111,15 +111,18 @@ const profileArgs = (dir, name) => (dir ? ['--cpu-prof', `--cpu-prof-dir=${resol
 /**
  * `countersign authority` on two free loopback ports, log level warn (info would log every request,
  * which the bench must not pay for), so readiness is polled on /readyz rather than read from a log.
+ * `cli` may name another build's dist/bin/countersign.js and `nodeOptions` its Node flags
+ * (evaluate-compare.mjs); `cpuProfileDir` gets its CPU profile when it exits.
  */
-export async function startAuthority({ databaseUrl, redisUrl, dir, bootstrapKey, secretKey, configYaml }) {
+export async function startAuthority({ databaseUrl, redisUrl, dir, bootstrapKey, secretKey, configYaml, cli = CLI, nodeOptions, cpuProfileDir }) {
   const configFile = join(dir, 'authority.yaml');
   await writeFile(configFile, configYaml);
   const [apiPort, adminPort] = [await freePort(), await freePort()];
-  const child = spawn(process.execPath, [CLI, 'authority', '--config', configFile], {
+  const child = spawn(process.execPath, [...profileArgs(cpuProfileDir, 'authority'), cli, 'authority', '--config', configFile], {
     cwd: root,
     env: {
       PATH: process.env.PATH,
+      ...(nodeOptions ? { NODE_OPTIONS: nodeOptions } : {}),
       DATABASE_URL: databaseUrl,
       REDIS_URL: redisUrl,
       COUNTERSIGN_SECRET_KEY: secretKey,
