@@ -215,11 +215,11 @@ async function verify(options: VerifyPermitOptions): Promise<VerifyOutcome> {
   const signingInput = Buffer.from(token.slice(0, parts[0]!.length + 1 + parts[1]!.length), 'latin1');
   let signed = false;
   if (signature.length === ED25519_SIGNATURE_BYTES) {
-    const verifier = processEd25519();
-    const onPool = signatureRunsOnPool(options.signatureOn ?? 'auto', verificationsInFlight, verifier.engine);
+    const ed25519 = processEd25519();
+    const onPool = signatureRunsOnPool(options.signatureOn ?? 'auto', verificationsInFlight, ed25519.engine);
     try {
       // Inline, no await: a plain boolean would still cost an async hop per permit.
-      signed = onPool ? await ed25519VerifyOnPool(signingInput, keyObjectOf(key), signature) : verifier.verify(signingInput, keyObjectOf(key), signature);
+      signed = onPool ? await ed25519VerifyOnPool(signingInput, keyObjectOf(key), signature) : ed25519.verify(signingInput, keyObjectOf(key), signature);
     } catch {
       signed = false;
     }

@@ -23,10 +23,10 @@
  *   const floor = await measureFloorParts({ redisUrl, seconds: 5, connections: 32 });
  *   floorLines(log, { floor, dispatchUs: 110, enforceUs: 300 });
  */
-import { spawn } from 'node:child_process';
 import { generateKeyPairSync, sign } from 'node:crypto';
 import { dirname, join, resolve as resolvePath } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { runToEnd } from '../support/servers.mjs';
 import { fmt } from './bench-common.mjs';
 import { cpuBetween, cpuSeconds, cpuTimes } from './proc-stats.mjs';
 import { runGenerator, startBenchServer, stopAll } from './proxy-processes.mjs';
@@ -54,7 +54,7 @@ async function loopFor(ms, step, inFlight) {
 /** Ed25519 verifies of a permit-sized signing input: the check every enforced request pays. */
 async function verifyPart(seconds) {
   const { processEd25519 } = await import(pathToFileURL(ED25519_MODULE).href);
-  const verifier = processEd25519();
+  const ed25519 = processEd25519();
   const { publicKey, privateKey } = generateKeyPairSync('ed25519');
   const header = Buffer.from(JSON.stringify({ alg: 'EdDSA', typ: 'JWT', kid: 'k'.repeat(22) })).toString('base64url');
   const claims = {
@@ -64,12 +64,12 @@ async function verifyPart(seconds) {
   const input = Buffer.from(`${header}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`);
   const signature = sign(null, input, privateKey);
   const step = () => {
-    if (!verifier.verify(input, publicKey, signature)) throw new Error('the signature did not verify');
+    if (!ed25519.verify(input, publicKey, signature)) throw new Error('the signature did not verify');
   };
   await loopFor(500, step, 1); // warm-up
   const cpu = cpuSeconds(process.pid);
   const ops = await loopFor(seconds * 1000, step, 1);
-  return { ops, cpuUs: ((cpuSeconds(process.pid) - cpu) * 1e6) / ops, engine: verifier.engine };
+  return { ops, cpuUs: ((cpuSeconds(process.pid) - cpu) * 1e6) / ops, engine: ed25519.engine };
 }
 
 /** Redis round trips with `connections` in flight, as the proxy's consumes are under load. */
@@ -91,16 +91,10 @@ async function redisPart(seconds, redisUrl, connections) {
 }
 
 /** Runs one part in a child process (this file) and resolves what it printed. */
-function inChild(part, args) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [SCRIPT, part, ...args.map(String)], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (chunk) => (out += chunk));
-    child.stderr.on('data', (chunk) => (err += chunk));
-    child.once('error', reject);
-    child.once('close', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`floor part "${part}" failed (exit ${code}): ${err.trim()}`))));
-  });
+async function inChild(part, args) {
+  const run = await runToEnd(process.execPath, [SCRIPT, part, ...args.map(String)]);
+  if (run.status !== 0) throw new Error(`floor part "${part}" failed (exit ${run.status}): ${(run.error?.message ?? run.stderr).trim()}`);
+  return JSON.parse(run.stdout);
 }
 
 /** The Ed25519 verify and the Redis round trip, each alone in its own process, one after the other. */
