@@ -114,8 +114,8 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const started = performance.now();
+    // Every answer carries it: sendError's headers, or responseHeaders on a forwarded one.
     const requestId = requestIdOf(req);
-    res.setHeader('x-request-id', requestId);
     const state = current();
     // The same string is matched and forwarded: see paths.ts for what is refused and why.
     const checked = checkedTarget(req.url, req.headers);
