@@ -1,10 +1,10 @@
 /**
  * The `execution.observed` records of permitted requests, appended in small batches rather than
  * one by one. The record is written after the upstream answered, so it is not on any request's
- * critical path; what it costs is a Redis write and read per request. Records collected over a
- * few milliseconds go out together (ioredis pipelines the appends of one flush into one write),
- * which takes a write and a read per request off the proxy at moderate rates, where requests do
- * not share event-loop turns and so do not share writes on their own.
+ * critical path; what it costs is the append and its durability acknowledgement. Records
+ * collected over a few milliseconds go out together (`appendRecords`: one write, and one
+ * acknowledgement for the whole batch), which takes most of that off the proxy at moderate rates,
+ * where requests do not share event-loop turns and so do not share writes on their own.
  *
  * `permit.verified` and `permit.rejected` are not batched: the first is appended in the same atomic
  * step as the consume, the second before the refusal is answered. The gate calls `flush()` just
@@ -25,7 +25,7 @@
 import type { SharedStore } from '../shared/store/types.js';
 
 export interface ExecutionRecordsOptions {
-  store: Pick<SharedStore, 'appendRecord'>;
+  store: Pick<SharedStore, 'appendRecords'>;
   /** The organization's verification stream (the gate's). */
   stream: string;
   /** Called once per record whose append failed; must not throw. */
@@ -66,21 +66,17 @@ export function createExecutionRecords(options: ExecutionRecordsOptions): Execut
     if (waiting.length === 0) return Promise.resolve();
     const batch = waiting;
     waiting = [];
-    // Issued in one turn of the event loop, so the Redis store's auto-pipelining sends them in one write.
-    const appended = Promise.all(
-      batch.map(({ fields, requestId }) =>
-        store.appendRecord(stream, fields).then(
-          () => undefined,
-          (error: unknown) => {
-            try {
-              onError(error, requestId);
-            } catch {
-              // onError must not throw; if it does, the other records of the batch still settle.
-            }
-          },
-        ),
-      ),
-    ).then(() => undefined);
+    const report = (error: unknown, requestId: string) => {
+      try {
+        onError(error, requestId);
+      } catch {
+        // onError must not throw; if it does, the other records of the batch are still reported.
+      }
+    };
+    const appended = store.appendRecords(stream, batch.map(({ fields }) => fields)).then(
+      (outcomes) => outcomes.forEach((outcome, i) => outcome.status === 'rejected' && report(outcome.reason, batch[i]!.requestId)),
+      (error: unknown) => batch.forEach(({ requestId }) => report(error, requestId)),
+    );
     inFlight.add(appended);
     void appended.finally(() => inFlight.delete(appended));
     return appended;

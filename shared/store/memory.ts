@@ -156,6 +156,16 @@ export class MemoryStore implements SharedStore {
     return this.#append(stream, fields);
   }
 
+  async appendRecords(stream: string, batch: ReadonlyArray<Record<string, string>>): Promise<PromiseSettledResult<string>[]> {
+    for (const fields of batch) checkFields(fields);
+    try {
+      this.#assertOpen();
+    } catch (error) {
+      return batch.map(() => ({ status: 'rejected', reason: error }));
+    }
+    return batch.map((fields) => ({ status: 'fulfilled', value: this.#append(stream, fields) }));
+  }
+
   async readRecords(stream: string, afterId: string, count: number): Promise<StoredRecord[]> {
     this.#assertOpen();
     checkCount(count);

@@ -238,6 +238,33 @@ export class RedisStore implements SharedStore {
     return id;
   }
 
+  async appendRecords(stream: string, batch: ReadonlyArray<Record<string, string>>): Promise<PromiseSettledResult<string>[]> {
+    for (const fields of batch) checkFields(fields);
+    if (batch.length === 0) return [];
+    const key = this.#key('stream', stream);
+    const startedMs = Date.now();
+    try {
+      return await this.#run(this.#commandTimeoutMs, async (client) => {
+        // One pipeline, so one write; the stream's {org} tag keeps it on one node in a cluster.
+        const pipeline = client.pipeline();
+        for (const fields of batch) pipeline.xadd(key, '*', ...Object.entries(fields).flat());
+        const replies = (await pipeline.exec()) ?? [];
+        const outcomes = batch.map((_, i): PromiseSettledResult<string> => {
+          const [error, id] = replies[i] ?? [new Error('no reply')];
+          if (error) return { status: 'rejected', reason: this.#translate(error) };
+          return typeof id === 'string' ? { status: 'fulfilled', value: id } : { status: 'rejected', reason: new StoreError('STORE_UNAVAILABLE', 'Redis did not return a record id') };
+        });
+        // One acknowledgement covers every write this connection made before it.
+        if (outcomes.some((outcome) => outcome.status === 'fulfilled')) await this.#awaitDurable(client, key, startedMs + this.#commandTimeoutMs);
+        return outcomes;
+      });
+    } catch (error) {
+      // Unreachable, or not acknowledged as durable: no record of the batch can be counted on.
+      const reason = error instanceof Error ? error : this.#translate(error);
+      return batch.map(() => ({ status: 'rejected', reason }));
+    }
+  }
+
   async readRecords(stream: string, afterId: string, count: number): Promise<StoredRecord[]> {
     checkCount(count);
     // '(' makes the start exclusive (Redis >= 6.2).

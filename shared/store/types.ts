@@ -47,6 +47,12 @@ export interface SharedStore {
 
   /** Appends a record to a stream; resolves its id (ids increase within a stream). */
   appendRecord(stream: string, fields: Record<string, string>): Promise<string>;
+  /**
+   * Appends several records to one stream, in order, as one write with one durability
+   * acknowledgement for all of them; resolves each record's outcome (its id, or why it is not
+   * appended or not durable), in the order given. Rejects only on invalid fields.
+   */
+  appendRecords(stream: string, batch: ReadonlyArray<Record<string, string>>): Promise<PromiseSettledResult<string>[]>;
   /** Up to `count` records with ids after `afterId` ('0' for the start), oldest first. */
   readRecords(stream: string, afterId: string, count: number): Promise<StoredRecord[]>;
   /** How many records the stream holds: appended and not yet trimmed (the drain's backlog). */

@@ -216,9 +216,59 @@ async function naive({ upstream: target, authority, apiKey, redisUrl, issuer, au
   });
 }
 
+// ── The floor's parts composed ────────────────────────────────────────────────────────────────
+
+/**
+ * The floor's three parts and nothing else, in one process: the permit's signature checked with
+ * the engine the proxy uses (dist/shared/permits/ed25519.js), the permit consumed with one
+ * `SET NX PX`, the request forwarded with undici `dispatch` as in the `undici-dispatch` row. No
+ * binding, claims schema, revocation, epoch fence, records, metrics or logs: what composing the
+ * floor costs before any of the gate's checks.
+ */
+async function composedFloor({ upstream: target, authority, apiKey, redisUrl, permitHeader }) {
+  const [{ Redis }, { request }, { processEd25519 }, { createPublicKey }] = await Promise.all([
+    import('ioredis'),
+    import('undici'),
+    import(new URL('../../dist/shared/permits/ed25519.js', import.meta.url).href),
+    import('node:crypto'),
+  ]);
+  const answer = await request(`${authority}/v1/permit-keys`, { headers: { authorization: `Bearer ${apiKey}` } });
+  if (answer.statusCode !== 200) throw new Error(`GET /v1/permit-keys answered ${answer.statusCode}`);
+  const keys = new Map();
+  for (const jwk of (await answer.body.json()).keys) keys.set(jwk.kid, createPublicKey({ key: jwk, format: 'jwk' }));
+  const ed25519 = processEd25519();
+  const redis = new Redis(redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+  const forward = (await undiciDispatch({ upstream: target })).listeners('request')[0];
+  const header = permitHeader.toLowerCase();
+
+  const claimsOf = (token) => {
+    const [head, body, signature] = token.split('.');
+    const kid = JSON.parse(Buffer.from(head, 'base64url').toString()).kid;
+    const key = keys.get(kid);
+    if (key === undefined || signature === undefined) return null;
+    const input = Buffer.from(`${head}.${body}`);
+    return ed25519.verify(input, key, Buffer.from(signature, 'base64url')) ? JSON.parse(Buffer.from(body, 'base64url').toString()) : null;
+  };
+
+  return createServer(async (req, res) => {
+    const token = req.headers[header];
+    const claims = typeof token === 'string' ? claimsOf(token) : null;
+    if (claims === null) return sendJson(res, 403, { error: 'permit_rejected' });
+    try {
+      const ttlMs = Math.max(1, claims.exp * 1000 + 5_000 - Date.now());
+      const first = await redis.set(`bench-floor:permit:${claims.jti}`, '1', 'PX', ttlMs, 'NX');
+      if (first !== 'OK') return sendJson(res, 403, { error: 'permit_rejected', reason: 'PERMIT_ALREADY_USED' });
+    } catch {
+      return sendJson(res, 503, { error: 'gate_unavailable' });
+    }
+    delete req.headers[header];
+    forward(req, res);
+  });
+}
+
 // ── Entry ─────────────────────────────────────────────────────────────────────────────────────
 
-const KINDS = { upstream, 'http-proxy-3': httpProxy3, undici: undiciForwarder, 'undici-dispatch': undiciDispatch, naive };
+const KINDS = { upstream, 'http-proxy-3': httpProxy3, undici: undiciForwarder, 'undici-dispatch': undiciDispatch, naive, 'composed-floor': composedFloor };
 
 async function main() {
   const kind = process.argv[2];

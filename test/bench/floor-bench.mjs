@@ -106,9 +106,10 @@ export async function measureFloorParts({ redisUrl, seconds, connections }) {
 
 /**
  * Prints the floor's parts, their sum, and the enforced route's CPU per request against it.
- * `dispatchUs` is the bare undici dispatch forwarder's CPU per request in the same run.
+ * `dispatchUs` is the bare undici dispatch forwarder's CPU per request in the same run;
+ * `composedUs`, when given, the "composed floor" server's (the three parts in one process).
  */
-export function floorLines(log, { floor, dispatchUs, enforceUs }) {
+export function floorLines(log, { floor, dispatchUs, enforceUs, composedUs }) {
   const sum = floor.verify.cpuUs + floor.redis.cpuUs + dispatchUs;
   log('');
   log('the floor of an enforced request (CPU per operation, each part measured alone in this run):');
@@ -119,6 +120,9 @@ export function floorLines(log, { floor, dispatchUs, enforceUs }) {
   if (enforceUs !== undefined) {
     const ratio = enforceUs / sum;
     log(`  countersign enforce, proxy CPU per request ${fmt(enforceUs, 0).padStart(5)} µs = ${fmt(ratio, 2)}× the floor`);
+  }
+  if (composedUs !== undefined) {
+    log(`  the three parts composed in one server  ${fmt(composedUs, 0).padStart(5)} µs = ${fmt(composedUs / sum, 2)}× the floor (the "composed floor" row: no gate checks, records, metrics or logs)`);
   }
   return sum;
 }

@@ -187,8 +187,11 @@ async function runScenarios({ servers, measure, mint, options, log }) {
     const naiveBound = rows.closed['http-proxy-3 pass-through'].perSecond;
     const naiveRun = await gatedClosedLoop({ measure, mint, name: 'naive gate', server: naive, upperBound: naiveBound, options, log });
     rows.closed['naive gate'] = naiveRun.result;
-    extra.gatedOk += enforce.probe.ok + naiveRun.probe.ok;
-    extra.probes = [enforce.probe, naiveRun.probe];
+    log('running: the floor\'s parts composed, closed loop (warm-up and probe, then fresh permits for the window)');
+    const composedRun = await gatedClosedLoop({ measure, mint, name: 'composed floor', server: servers.composedFloor, upperBound: rows.closed['undici dispatch pass-through'].perSecond, options, log });
+    rows.closed['composed floor'] = composedRun.result;
+    extra.gatedOk += enforce.probe.ok + naiveRun.probe.ok + composedRun.probe.ok + composedRun.result.ok;
+    extra.probes = [enforce.probe, naiveRun.probe, composedRun.probe];
 
     const openCount = Math.ceil(((warmupMs + windowMs) / 1000) * options.rate) + 10;
     const [enforceOpen, naiveOpen] = [await mint('countersign enforce-open', openCount), await mint('naive gate-open', openCount)];
@@ -307,6 +310,9 @@ async function startServers({ options, dir, redisUrl, upstream, authority, keyFi
     undiciDispatch: await startBenchServer('undici-dispatch', { upstream: upstream.url }),
     naive: await startBenchServer('naive', {
       upstream: upstream.url, authority: authority.url, apiKey: org.proxyKey, redisUrl, issuer: 'countersign', audience: 'countersign:gate', permitHeader: PERMIT_HEADER,
+    }),
+    composedFloor: await startBenchServer('composed-floor', {
+      upstream: upstream.url, authority: authority.url, apiKey: org.proxyKey, redisUrl, permitHeader: PERMIT_HEADER,
     }),
   };
 }

@@ -148,7 +148,7 @@ export function report(log, { rows, rss, soak, nginx, rate, probes, floor }) {
   log('');
   log(`proxy memory (RSS): ${mb(rss.idle)} after start; over the gated runs start ${mb(rss.start)}, max ${mb(rss.max)}, end ${mb(rss.end)}`);
   if (soak) soakLines(log, soak);
-  const floorSum = floor ? floorLines(log, { floor, dispatchUs: perRequest(closed['undici dispatch pass-through']), enforceUs: perRequest(closed['countersign enforce']) }) : undefined;
+  const floorSum = floor ? floorLines(log, { floor, dispatchUs: perRequest(closed['undici dispatch pass-through']), enforceUs: perRequest(closed['countersign enforce']), composedUs: closed['composed floor'] && perRequest(closed['composed floor']) }) : undefined;
   targetLines(log, { closed, open, rss, soak, nginx, rate, floorSum });
   for (const row of [...ordered(closed), ...ordered(open), ...probes, ...(soak?.minutes.map((m) => m.row) ?? [])]) {
     for (const { kind, count, example } of row.errorKinds) log(`errors in "${row.name}" (${row.load}): ${count} × ${kind}, e.g. ${example}`);

@@ -39,6 +39,7 @@ export function downStore(): SharedStore {
     isRevoked: down,
     takeToken: down,
     appendRecord: down,
+    appendRecords: down,
     readRecords: down,
     countRecords: down,
     trimRecords: down,

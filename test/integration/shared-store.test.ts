@@ -279,9 +279,24 @@ function sharedStoreSuite(t: Test, open: StoreFactory): void {
     await t.rejects(store.takeToken('k', { capacity: 5, refillPerMinute: 0 }, T0), RangeError);
     await t.rejects(store.takeToken('k', spec, Number.NaN), RangeError);
     await t.rejects(store.appendRecord('s', {}), RangeError);
+    await t.rejects(store.appendRecords('s', [{ a: 'b' }, {}]), RangeError);
+    t.same(await store.readRecords('s', '0', 10), [], 'a batch with one invalid record appends none of it');
     await t.rejects(store.readRecords('s', '0', 0), RangeError);
     await t.rejects(store.consumePermit('k', 1000, { stream: 's', fields: {} }), RangeError);
     t.equal(await store.consumePermit('k', LONG_TTL_MS), 'consumed', 'a refused call consumed nothing');
+  });
+
+  t.test('records appended as a batch: in order, each with its id, after the ones before', async (t) => {
+    const { store } = open(t);
+    const first = await store.appendRecord('batch:{org_1}', { n: '0' });
+    const outcomes = await store.appendRecords('batch:{org_1}', [{ n: '1' }, { n: '2' }, { n: '3' }]);
+    t.same(outcomes.map((outcome) => outcome.status), ['fulfilled', 'fulfilled', 'fulfilled']);
+    const ids = [first, ...outcomes.map((outcome) => (outcome.status === 'fulfilled' ? outcome.value : ''))];
+    for (let i = 1; i < ids.length; i++) t.ok(compareIds(ids[i - 1]!, ids[i]!) < 0, `id ${ids[i]} follows ${ids[i - 1]}`);
+    const stored = await store.readRecords('batch:{org_1}', '0', 10);
+    t.same(stored.map((r) => [r.id, r.fields['n']]), ids.map((id, n) => [id, String(n)]), 'every record once, in the order given');
+    t.same(await store.appendRecords('batch:{org_1}', []), [], 'an empty batch appends nothing');
+    t.equal(await store.countRecords('batch:{org_1}'), 4);
   });
 
   t.test('records: order, increasing ids, paging with afterId', async (t) => {
@@ -356,6 +371,7 @@ function sharedStoreSuite(t: Test, open: StoreFactory): void {
     await t.rejects(store.isRevoked('k'), closed);
     await t.rejects(store.takeToken('k', spec, T0), closed);
     await t.rejects(store.appendRecord('s', { a: 'b' }), closed);
+    t.match(await store.appendRecords('s', [{ a: 'b' }]), [{ status: 'rejected', reason: closed }]);
     await t.rejects(store.readRecords('s', '0', 10), closed);
     await t.rejects(store.ping(), closed);
     await t.resolves(store.close(), 'closing twice is harmless');
@@ -481,6 +497,9 @@ if (url === undefined) {
       await t.rejects(store.consumePermit('permit:{o}:1', LONG_TTL_MS, record), { name: 'ReplyError' });
       t.equal(await store.consumePermit('permit:{o}:1', LONG_TTL_MS), 'consumed', 'the marker was not set');
       await t.rejects(store.appendRecord('broken', { a: 'b' }), /WRONGTYPE/);
+      const outcomes = await store.appendRecords('broken', [{ a: 'b' }, { a: 'c' }]);
+      t.same(outcomes.map((outcome) => outcome.status), ['rejected', 'rejected'], 'each record of a batch says it was not appended');
+      t.match(outcomes[0], { reason: /WRONGTYPE/ });
     });
 
     t.test('a store used right after construction waits for its connection', async (t) => {

@@ -26,11 +26,13 @@ function pendingStore() {
       });
     },
     store: {
-      appendRecord(stream: string, fields: Record<string, string>): Promise<string> {
-        return new Promise<string>((resolve, reject) => {
-          appends.push({ stream, fields, settle: (error) => (error ? reject(error) : resolve('1-0')) });
-          onAppend();
-        });
+      /** Each record of the batch is settled on its own, so a test can fail one and not the others. */
+      appendRecords(stream: string, batch: ReadonlyArray<Record<string, string>>): Promise<PromiseSettledResult<string>[]> {
+        const each = batch.map(
+          (fields) => new Promise<string>((resolve, reject) => appends.push({ stream, fields, settle: (error) => (error ? reject(error) : resolve('1-0')) })),
+        );
+        onAppend();
+        return Promise.allSettled(each);
       },
     },
   };
