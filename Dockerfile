@@ -11,7 +11,7 @@
 
 ARG NODE_IMAGE=node:20-slim
 
-# 1. Build: every dependency (TypeScript), compile to dist/.
+# 1. Build: every dependency (TypeScript, Vite), compile to dist/ (the console's pages to dist/console/).
 FROM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
@@ -21,6 +21,7 @@ COPY authority ./authority
 COPY proxy ./proxy
 COPY shared ./shared
 COPY bin ./bin
+COPY console ./console
 RUN npm run build
 
 # 2. Production dependencies only.

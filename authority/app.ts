@@ -17,6 +17,8 @@ import { apiKeyRoutes } from './api-keys/routes.js';
 import { auditRoutes } from './audit/routes.js';
 import { approvalRoutes } from './approvals/routes.js';
 import { createAuthenticator } from './auth/authenticate.js';
+import { consoleRoutes } from './console/routes.js';
+import type { ConsoleFiles } from './console/static.js';
 import { CredentialCache } from './auth/credential-cache.js';
 import type { JwtVerifier } from './auth/jwt.js';
 import { identityRoutes } from './auth/routes.js';
@@ -57,8 +59,12 @@ export interface AuthorityDeps {
   jwt: JwtVerifier | null;
   keys: SigningKeys;
   policies: PolicyVersions;
-  /** Seals secrets at rest (webhook signing secrets). */
+  /** Seals secrets at rest (webhook signing secrets) and the console's sign-in state. */
   secrets: SecretBox;
+  /** The console's OIDC client secret, when its client has one (authority/console/routes.ts). */
+  consoleClientSecret?: string | undefined;
+  /** The console's built pages; read from dist/console on first use when not given (tests give their own). */
+  consoleFiles?: ConsoleFiles | null;
 }
 
 export const BODY_LIMIT_BYTES = 64 * 1024;
@@ -102,18 +108,16 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
   const credentials = new CredentialCache({ metrics: deps.metrics, logger: deps.logger });
   credentials.start(deps.db);
   app.addHook('onClose', () => credentials.close());
-  installGuard(app, {
-    authenticate: createAuthenticator({
-      db: deps.db,
-      credentials,
-      clock: deps.clock,
-      jwt: deps.jwt,
-      xServiceKeyEnabled: deps.config.auth.x_service_key.enabled,
-      metrics: deps.metrics,
-    }),
-    limiter: new RateLimiter(deps.store, deps.config.rate_limits, deps.clock),
+  const authenticate = createAuthenticator({
+    db: deps.db,
+    credentials,
+    clock: deps.clock,
+    jwt: deps.jwt,
+    xServiceKeyEnabled: deps.config.auth.x_service_key.enabled,
     metrics: deps.metrics,
   });
+  const limiter = new RateLimiter(deps.store, deps.config.rate_limits, deps.clock);
+  installGuard(app, { authenticate, limiter, metrics: deps.metrics });
 
   // Before any route: the OpenAPI plugin collects the routes as they are declared.
   await registerOpenApi(app);
@@ -136,6 +140,7 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
   escalationRoutes(app, deps);
   webhookRoutes(app, deps);
   auditRoutes(app, { db: deps.db, keys: auditKeysFrom(deps.keys), clock: deps.clock });
+  consoleRoutes(app, { ...deps, authenticate, limiter });
 
   await app.ready();
   return app;

@@ -8,6 +8,7 @@
 import { z } from 'zod';
 import { formatIssues, hostPort, readConfigMapping, withEnvOverrides } from '../shared/config-file.js';
 import { DEFAULT_STORE_SETTINGS, StoreSettings, storeSettingsWithEnv } from '../shared/store/config.js';
+import { CONSOLE_DEFAULTS, ConsoleConfig } from './console/config.js';
 import { DEFAULT_MAX_JSON_DEPTH } from './http/bounded-input.js';
 
 export { formatIssues };
@@ -166,6 +167,7 @@ export const AuthorityConfig = z
       .strict()
       .default({ auto_approve_below: null, default_timeout_ms: 3_600_000, sweep_interval_ms: 5_000, organizations: {} }),
     webhooks: WebhooksConfig.default(WEBHOOK_CONFIG_DEFAULTS),
+    console: ConsoleConfig.default(ConsoleConfig.parse(CONSOLE_DEFAULTS)),
     /** The policy loaded into organization `default` on first start; unset: the example shipped in config/policies/. */
     bootstrap_policy: z.string().min(1).optional(),
     rate_limits: z
@@ -193,7 +195,11 @@ export const AuthorityConfig = z
       .strict()
       .default({ evaluate: { per_minute: 100, burst: 100 }, plans: DEFAULT_PLANS, organizations: {}, unauthenticated: DEFAULT_UNAUTHENTICATED_LIMIT }),
   })
-  .strict();
+  .strict()
+  .refine((config) => config.console.oidc === undefined || config.auth.jwt !== undefined, {
+    message: 'console.oidc signs in with the identity provider of auth.jwt: configure auth.jwt (issuer, audience, keys) too',
+    path: ['console', 'oidc'],
+  });
 
 export type AuthorityConfig = z.infer<typeof AuthorityConfig>;
 export type AuthorityConfigInput = z.input<typeof AuthorityConfig>;

@@ -20,6 +20,7 @@ import type { SharedStore } from '../shared/store/types.js';
 import { buildAdminApp, buildAuthorityApp } from './app.js';
 import { createJwtVerifier } from './auth/jwt.js';
 import { ConfigError, type AuthorityConfig } from './config.js';
+import { readConsoleClientSecret } from './console/client-secret.js';
 import { createAuthorityMetrics } from './metrics.js';
 import { writeCheckpoints } from './audit/checkpoints.js';
 import { startEscalationSweeper } from './escalations/sweeper.js';
@@ -103,7 +104,8 @@ export async function startAuthority(config: AuthorityConfig, options: StartOpti
     const store = await openCheckedStore({ settings: config.store, redisUrl: config.redis_url, enforcing: true, logger, metrics: metrics.store, env });
     resources.add(() => store.close());
     const jwt = config.auth.jwt ? await createJwtVerifier(config.auth.jwt) : null;
-    const deps = { config, db, store, clock, metrics, logger, jwt, keys, policies, secrets: box };
+    const consoleClientSecret = await readConsoleClientSecret(config, env);
+    const deps = { config, db, store, clock, metrics, logger, jwt, keys, policies, secrets: box, consoleClientSecret };
 
     const app = await buildAuthorityApp(deps);
     resources.add(() => app.close());

@@ -1,5 +1,6 @@
 /**
- * Compiles the product and its tests (tsconfig.json) into dist/, for `npm test` (test/run.mjs).
+ * Compiles the product and its tests (tsconfig.json) into dist/, and the console's pages into
+ * dist/console/, for `npm test` (test/run.mjs).
  * The tests run as the compiled JavaScript: transpiling TypeScript again in each of the test
  * processes tap starts cost about as much CPU as many of those tests themselves. The `.mjs`
  * support files the helpers import are copied beside them, and dist/test/ is emptied first so
@@ -19,9 +20,18 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 /** Type-checks and emits everything in tsconfig.json; resolves on success, rejects with tsc's output. */
 export async function buildTests() {
   rmSync(join(root, 'dist', 'test'), { recursive: true, force: true });
-  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-  const run = await runToEnd(process.execPath, [tsc, '-p', join(root, 'tsconfig.json')], { cwd: root });
-  if (run.status !== 0) throw new Error(`tsc -p tsconfig.json failed:\n${run.error?.message ?? ''}${run.stdout}${run.stderr}`);
+  const require = createRequire(import.meta.url);
+  const tsc = require.resolve('typescript/bin/tsc');
+  const vite = join(dirname(require.resolve('vite/package.json')), 'bin', 'vite.js');
+  // The console's pages (dist/console, served by the authority) and their type check, beside the rest.
+  const runs = await Promise.all([
+    ['tsc -p tsconfig.json', [tsc, '-p', join(root, 'tsconfig.json')]],
+    ['tsc -p console/tsconfig.json', [tsc, '-p', join(root, 'console', 'tsconfig.json')]],
+    ['vite build', [vite, 'build', '--config', join(root, 'console', 'vite.config.ts'), '--logLevel', 'warn']],
+  ].map(async ([name, args]) => ({ name, run: await runToEnd(process.execPath, args, { cwd: root }) })));
+  for (const { name, run } of runs) {
+    if (run.status !== 0) throw new Error(`${name} failed:\n${run.error?.message ?? ''}${run.stdout}${run.stderr}`);
+  }
   cpSync(join(root, 'test', 'support'), join(root, 'dist', 'test', 'support'), { recursive: true, filter: (src) => !src.endsWith('.d.mts') });
   chmodSync(join(root, 'dist', 'bin', 'countersign.js'), 0o755);
 }

@@ -1,7 +1,9 @@
 /**
  * Turns the credential on a request into a `Principal`, or refuses with 401 (no valid
  * credential) / 403 (a key used from outside its allowlist). Accepts `Authorization: Bearer`
- * with an API key or a user JWT, and the deprecated `X-Service-Key` header while it is enabled.
+ * with an API key or a user JWT, the deprecated `X-Service-Key` header while it is enabled, and,
+ * when neither is sent, the console's session cookie: then every request that is not a GET, HEAD
+ * or OPTIONS must carry the session's CSRF token in `X-CSRF-Token` (403 otherwise).
  *
  * @example
  *   const authenticate = createAuthenticator({ db, credentials, jwt, clock, xServiceKeyEnabled: true, metrics });
@@ -9,10 +11,13 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { CountersignError } from '../../shared/errors.js';
-import { findApiKeyBySecret, recordApiKeyUse } from '../api-keys/keys.js';
+import { CSRF_HEADER } from '../../shared/wire/console.js';
+import { findApiKeyBySecret, getApiKey, recordApiKeyUse, type ApiKey } from '../api-keys/keys.js';
 import { hashApiKeySecret, isApiKeySecret } from '../api-keys/secret.js';
 import type { AuthorityMetrics } from '../metrics.js';
-import { findOrganization } from '../orgs/organizations.js';
+import { readCookie } from '../console/cookies.js';
+import { csrfTokenMatches, findConsoleSession, SECURE_SESSION_COOKIE, SESSION_COOKIE } from '../console/sessions.js';
+import { findOrganization, type Organization } from '../orgs/organizations.js';
 import type { Db } from '../store/db.js';
 import type { Clock } from '../time.js';
 import { compileAllowlist } from './cidr.js';
@@ -34,6 +39,8 @@ export interface AuthenticatorOptions {
 export interface CredentialSource {
   headers: IncomingHttpHeaders;
   ip: string;
+  /** The request's method: a console session needs the CSRF token on all but GET, HEAD and OPTIONS. Unknown counts as unsafe. */
+  method?: string;
   /** Called when the deprecated X-Service-Key header carried the credential. */
   onDeprecatedHeader(): void;
   /**
@@ -47,6 +54,14 @@ export interface CredentialSource {
 
 export type Authenticator = (source: CredentialSource) => Promise<Principal>;
 
+/** Methods that change nothing, so a console session needs no CSRF token for them. */
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** The console session cookie's token: the `__Host-` one (set over TLS) first. */
+export function consoleSessionToken(headers: IncomingHttpHeaders): string | undefined {
+  return readCookie(headers.cookie, SECURE_SESSION_COOKIE) ?? readCookie(headers.cookie, SESSION_COOKIE);
+}
+
 /** last_used_at is written at most this often per key, to keep a write off most requests. */
 const LAST_USED_RESOLUTION_MS = 60_000;
 
@@ -59,7 +74,8 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
     throw new CountersignError('unauthorized', message);
   };
 
-  function extract(source: CredentialSource): string {
+  /** The Authorization or X-Service-Key credential; null when neither header was sent. */
+  function extract(source: CredentialSource): string | null {
     const authorization = source.headers.authorization;
     if (authorization !== undefined) {
       const match = /^Bearer +(\S+) *$/i.exec(authorization);
@@ -76,7 +92,7 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
       const value = Array.isArray(serviceKey) ? serviceKey[0] : serviceKey;
       return (value ?? '').trim();
     }
-    return refuse('missing', 'no credential: send Authorization: Bearer <API key or token>');
+    return null;
   }
 
   async function withApiKey(secret: string, source: CredentialSource): Promise<Principal> {
@@ -86,7 +102,11 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
       return findApiKeyBySecret(db, secret);
     });
     if (!found) return refuse('unknown_key', 'unknown API key');
-    const { key, org } = found;
+    return apiKeyPrincipal(found.key, found.org, ip);
+  }
+
+  /** The checks every use of a key passes, by secret or through a console session. */
+  async function apiKeyPrincipal(key: ApiKey, org: Organization, ip: string): Promise<Principal> {
     const now = clock.now();
     if (key.revokedAt !== null) return refuse('revoked_key', 'API key has been revoked');
     if (key.expiresAt !== null && key.expiresAt.getTime() <= now) return refuse('expired_key', 'API key has expired');
@@ -139,8 +159,41 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
     };
   }
 
+  async function withConsoleSession(token: string, source: CredentialSource): Promise<Principal> {
+    source.beforeLookup?.();
+    const session = await findConsoleSession(db, token, clock.now());
+    if (!session) return refuse('console_session_ended', 'the console session has ended: sign in again');
+    if (!SAFE_METHODS.has(source.method ?? '') && !csrfTokenMatches(token, source.headers[CSRF_HEADER])) {
+      metrics.authFailures.inc({ reason: 'csrf' });
+      throw new CountersignError('forbidden', `a console request that changes something must carry the session's ${CSRF_HEADER} header`);
+    }
+    const org = await credentials.lookup(`org:${session.orgId}`, () => findOrganization(db, session.orgId));
+    if (!org) return refuse('unknown_organization', "the session's organization is not known here");
+    if (session.method === 'api_key') {
+      const key = session.apiKeyId === null ? null : await getApiKey(db, session.orgId, session.apiKeyId);
+      if (!key) return refuse('unknown_key', "the session's API key no longer exists");
+      return apiKeyPrincipal(key, org, source.ip);
+    }
+    const userId = session.userId as string;
+    return {
+      kind: 'user',
+      org,
+      userId,
+      email: session.email,
+      role: session.role,
+      expiresAt: session.expiresAt,
+      permissions: session.role ? permissionsOf(session.role) : new Set(),
+      credential: `user:${userId}`,
+    };
+  }
+
   return async (source) => {
     const credential = extract(source);
+    if (credential === null) {
+      const token = consoleSessionToken(source.headers);
+      if (token !== undefined) return withConsoleSession(token, source);
+      return refuse('missing', 'no credential: send Authorization: Bearer <API key or token>');
+    }
     if (isApiKeySecret(credential)) return withApiKey(credential, source);
     if (looksLikeJwt(credential)) return withJwt(credential, source);
     return refuse('malformed', 'credential is neither an API key (ask_live_…/ask_test_…) nor a token');

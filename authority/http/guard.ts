@@ -60,6 +60,7 @@ export function installGuard(app: FastifyInstance, { authenticate, limiter, metr
       principal = await authenticate({
         headers: request.headers,
         ip: request.ip,
+        method: request.method,
         onDeprecatedHeader: () => void reply.header('deprecation', 'true'),
         beforeLookup: over === null ? undefined : () => {
           throw refuseAddress(over);

@@ -16,6 +16,7 @@ import { openApiDocument } from '../../authority/openapi/document.js';
 import { createApiKey } from '../../authority/api-keys/keys.js';
 import { createJwtVerifier } from '../../authority/auth/jwt.js';
 import { parseAuthorityConfig, type AuthorityConfigInput } from '../../authority/config.js';
+import type { ConsoleFiles } from '../../authority/console/static.js';
 import { createAuthorityMetrics, type AuthorityMetrics } from '../../authority/metrics.js';
 import { createOrganization, type Organization } from '../../authority/orgs/organizations.js';
 import { PolicyVersions } from '../../authority/policy/versions.js';
@@ -56,7 +57,7 @@ export interface TestAuthority {
 
 export async function createTestAuthority(
   backend: OpenedBackend,
-  options: { config?: AuthorityConfigInput; clock?: ManualClock; store?: OpenedBackend['store']; logLevel?: 'info' | 'warn' } = {},
+  options: { config?: AuthorityConfigInput; clock?: ManualClock; store?: OpenedBackend['store']; logLevel?: 'info' | 'warn'; consoleFiles?: ConsoleFiles } = {},
 ): Promise<TestAuthority> {
   const clock = options.clock ?? new ManualClock();
   const idp = await createTestIdp();
@@ -113,6 +114,7 @@ export async function createTestAuthority(
     keys,
     policies,
     secrets,
+    consoleFiles: options.consoleFiles ?? TEST_CONSOLE_FILES,
   });
   const openApiProblems = recordOpenApiProblems(app);
   return {
@@ -135,6 +137,11 @@ export async function createTestAuthority(
     close: () => app.close(),
   };
 }
+
+/** A stand-in for the built console (dist/console), so the API's tests do not need the front end built. */
+export const TEST_CONSOLE_FILES: ConsoleFiles = new Map([
+  ['index.html', { body: Buffer.from('<!doctype html><html lang="en"><title>Countersign console</title></html>'), contentType: 'text/html; charset=utf-8', immutable: false }],
+]);
 
 /** Rate limits out of the way: suites that send many requests within one clock minute. */
 export const GENEROUS_LIMITS = {

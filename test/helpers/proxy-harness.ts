@@ -28,6 +28,8 @@ import { staticKeyResolver } from '../../shared/permits/verify.js';
 import type { SharedStore } from '../../shared/store/types.js';
 import { EvaluateResponse } from '../../shared/wire/evaluate.js';
 import { VerificationRecord } from '../../shared/wire/verification-records.js';
+import type { AuthorityConfigInput } from '../../authority/config.js';
+import type { ConsoleFiles } from '../../authority/console/static.js';
 import { createTestAuthority, GENEROUS_LIMITS, type TestAuthority } from './authority.js';
 import type { appBackends, OpenedBackend } from './backends.js';
 import { ManualClock } from './clock.js';
@@ -120,15 +122,25 @@ export interface Harness {
   records(): Promise<VerificationRecord[]>;
 }
 
-export async function withHarness(t: Test, backend: ReturnType<typeof appBackends>[number], fn: (h: Harness) => Promise<void>): Promise<void> {
+/**
+ * `options.config` goes on top of the test authority's configuration; `options.port` is the
+ * authority's port (default: any free one), for a test that must name its URL before it starts;
+ * `options.consoleFiles`, the console it serves (default: a stand-in page).
+ */
+export async function withHarness(
+  t: Test,
+  backend: ReturnType<typeof appBackends>[number],
+  fn: (h: Harness) => Promise<void>,
+  options: { config?: AuthorityConfigInput; port?: number; consoleFiles?: ConsoleFiles } = {},
+): Promise<void> {
   const clock = new ManualClock(Date.now());
   const opened = await backend.open({ now: () => clock.now() });
-  const authority = await createTestAuthority(opened, { config: GENEROUS_LIMITS, clock });
+  const authority = await createTestAuthority(opened, { config: { ...GENEROUS_LIMITS, ...options.config }, clock, ...(options.consoleFiles ? { consoleFiles: options.consoleFiles } : {}) });
   t.teardown(async () => {
     await authority.close();
     await opened.cleanup();
   });
-  const authorityUrl = (await authority.app.listen({ host: '127.0.0.1', port: 0 })).replace('localhost', '127.0.0.1');
+  const authorityUrl = (await authority.app.listen({ host: '127.0.0.1', port: options.port ?? 0 })).replace('localhost', '127.0.0.1');
   const upstream = await startUpstream(t);
   const jwks = await (await request(`${authorityUrl}/v1/permit-keys`, { headers: authority.bearer(authority.acmeAdmin) })).body.json();
   const keys = staticKeyResolver(jwks as Parameters<typeof staticKeyResolver>[0]);

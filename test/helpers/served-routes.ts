@@ -14,7 +14,11 @@ export function servedRoutes(app: FastifyInstance): string[] {
     const match = /^(.*?)(?:├── |└── )(\S+) \(([A-Z, ]+)\)/.exec(line);
     if (!match) continue;
     const depth = (match[1] as string).length / 4;
-    const path = (parents[depth - 1] ?? '') + (match[2] as string);
+    const parent = parents[depth - 1] ?? '';
+    // find-my-way prints the wildcard of `/console/*` as a child `*` of `/console`: the slash is
+    // its static prefix's, left out of the picture. No route here ends in a bare `*`.
+    const segment = match[2] === '*' && !parent.endsWith('/') ? '/*' : (match[2] as string);
+    const path = parent + segment;
     parents[depth] = path;
     for (const method of (match[3] as string).split(', ')) if (method !== 'HEAD') served.push(`${method} ${path}`);
   }

@@ -95,6 +95,15 @@ const ENDPOINTS: Endpoint[] = [
   { method: 'POST', route: '/v1/escalations', url: () => '/v1/escalations', body: () => ({ agentId: 'matrix-agent', escalationReason: 'matrix' }), anyOf: [], success: 200 },
   { method: 'GET', route: '/v1/escalations', url: () => '/v1/escalations', anyOf: [], success: 200 },
   { method: 'GET', route: '/v1/escalations/:id', url: (f) => `/v1/escalations/${f.escalationId}`, anyOf: [], acmeResource: true, success: 200 },
+  // The console's own routes (docs/console.md): its pages and session are public; signing in with a
+  // key is off in this configuration (404 to any valid credential), as is the identity provider.
+  { method: 'GET', route: '/console', url: () => '/console', anyOf: null, success: 308 },
+  { method: 'GET', route: '/console/*', url: () => '/console/inbox', anyOf: null, success: 200 },
+  { method: 'GET', route: '/console/api/session', url: () => '/console/api/session', anyOf: null, success: 200 },
+  { method: 'POST', route: '/console/api/sign-in/api-key', url: () => '/console/api/sign-in/api-key', anyOf: [], success: 404 },
+  { method: 'POST', route: '/console/api/sign-out', url: () => '/console/api/sign-out', anyOf: [], success: 204 },
+  { method: 'GET', route: '/console/sign-in/oidc', url: () => '/console/sign-in/oidc', anyOf: null, success: 404 },
+  { method: 'GET', route: '/console/sign-in/callback', url: () => '/console/sign-in/callback', anyOf: null, success: 404 },
   { method: 'POST', route: '/v1/escalations/:id/respond', url: (f) => `/v1/escalations/${f.escalationId}/respond`, body: () => ({ decision: 'approve' }), anyOf: ['hitl:approve'], acmeResource: true, success: 200 },
 ];
 

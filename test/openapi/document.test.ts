@@ -15,8 +15,17 @@ import { OpenApiResponses } from '../helpers/openapi-responses.js';
 
 type Json = Record<string, any>;
 
-/** Routes deliberately left out of the document, with the reason. None today. */
-const HIDDEN: Readonly<Record<string, string>> = {};
+/** Routes deliberately left out of the document, with the reason. */
+const CONSOLE_ONLY = "the console's own pages and sign-in (docs/console.md), not the public API";
+const HIDDEN: Readonly<Record<string, string>> = {
+  'GET /console': CONSOLE_ONLY,
+  'GET /console/*': CONSOLE_ONLY,
+  'GET /console/api/session': CONSOLE_ONLY,
+  'POST /console/api/sign-in/api-key': CONSOLE_ONLY,
+  'POST /console/api/sign-out': CONSOLE_ONLY,
+  'GET /console/sign-in/oidc': CONSOLE_ONLY,
+  'GET /console/sign-in/callback': CONSOLE_ONLY,
+};
 
 const toDocumentPath = (url: string) => url.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
 
