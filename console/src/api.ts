@@ -62,8 +62,8 @@ export function isAbort(error: unknown): boolean {
   return error instanceof DOMException && error.name === 'AbortError';
 }
 
-interface RequestOptions {
-  method?: 'GET' | 'POST';
+export interface RequestOptions {
+  method?: 'GET' | 'POST' | 'PUT';
   body?: unknown;
   headers?: Record<string, string>;
   signal?: AbortSignal | undefined;
@@ -91,7 +91,8 @@ async function errorOf(response: Response): Promise<ApiError> {
   return new ApiError(response.status, message, code, requestId);
 }
 
-async function send(path: string, options: RequestOptions = {}): Promise<Response> {
+/** The raw answer (for a file to download, say); errors as in `json`. */
+export async function send(path: string, options: RequestOptions = {}): Promise<Response> {
   const method = options.method ?? 'GET';
   const headers: Record<string, string> = { Accept: 'application/json', ...options.headers };
   if (method !== 'GET' && csrfToken !== null) headers['X-CSRF-Token'] = csrfToken;
@@ -114,7 +115,15 @@ async function send(path: string, options: RequestOptions = {}): Promise<Respons
   throw error;
 }
 
-async function json<T>(path: string, options: RequestOptions = {}): Promise<{ body: T; headers: Headers }> {
+/**
+ * A call to the public API with the session: the JSON answer and its headers, or an `ApiError`.
+ * Pages with calls of their own (keys, policies, …) build on this in their own modules.
+ *
+ * @example
+ *   const { body } = await json<{ keys: ApiKeyRecord[] }>('/v1/api-keys');
+ *   await json('/v1/api-keys/…/revoke', { method: 'POST', body: {} });
+ */
+export async function json<T>(path: string, options: RequestOptions = {}): Promise<{ body: T; headers: Headers }> {
   const response = await send(path, options);
   return { body: (await response.json()) as T, headers: response.headers };
 }

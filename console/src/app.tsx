@@ -7,6 +7,10 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, getSession, onUnauthorized, setCsrfToken, signOut, type Session, type SignedInSession } from './api';
 import { SiteHeader } from './components/site-header';
 import { InboxPage } from './pages/inbox';
+import { KeysPage } from './pages/keys';
+import { PermitsPage } from './pages/permits';
+import { PoliciesPage } from './pages/policies';
+import { ReadinessPage } from './pages/readiness';
 import { NotFoundPage } from './pages/not-found';
 import { SignInPage } from './pages/sign-in';
 import { navigate, PATHS, useRoute } from './router';
@@ -37,6 +41,7 @@ export function App() {
   const [notice, setNotice] = useState<string | null>(() => signInErrorOf(window.location.search));
   const [signingOut, setSigningOut] = useState(false);
   const [signOutError, setSignOutError] = useState<string | null>(null);
+  const returnTo = useRef<string | null>(null);
 
   const adopt = (session: Session): void => {
     setCsrfToken(session.signed_in ? session.csrf_token : null);
@@ -66,14 +71,17 @@ export function App() {
   const session = load.state === 'ready' ? load.session : null;
   useEffect(() => {
     if (session === null) return;
-    if (!session.signed_in && route === 'inbox') navigate(PATHS['sign-in'], { replace: true });
-    if (session.signed_in && route === 'sign-in') navigate(PATHS.inbox, { replace: true });
+    if (!session.signed_in && route !== 'sign-in' && route !== 'not-found') {
+      // Back to this page after signing in with an API key; the identity provider lands on the inbox.
+      returnTo.current = location.pathname + location.search;
+      navigate(PATHS['sign-in'], { replace: true });
+    }
+    if (session.signed_in && route === 'sign-in') navigate(returnTo.current ?? PATHS.inbox, { replace: true });
   }, [session, route]);
 
   // A new page moves focus to its heading, so a screen reader announces where the person landed.
   // The first page after start-up keeps the browser's own focus, as any freshly loaded page does.
-  const shown: string =
-    load.state !== 'ready' ? load.state : route === 'not-found' ? route : load.session.signed_in ? 'inbox' : 'sign-in';
+  const shown: string = load.state !== 'ready' ? load.state : route === 'not-found' ? route : load.session.signed_in ? route : 'sign-in';
   const lastPage = useRef<string | null>(null);
   useEffect(() => {
     if (shown === 'loading') return;
@@ -84,7 +92,7 @@ export function App() {
   const signedIn = (next: SignedInSession): void => {
     setNotice(null);
     adopt(next);
-    navigate(PATHS.inbox, { replace: true });
+    navigate(returnTo.current ?? PATHS.inbox, { replace: true });
   };
 
   const signOutNow = async (): Promise<void> => {
@@ -127,7 +135,9 @@ export function App() {
   } else if (!load.session.signed_in) {
     page = <SignInPage methods={load.session.sign_in} notice={notice} onSignedIn={signedIn} />;
   } else {
-    page = <InboxPage session={load.session} />;
+    const pages = { inbox: InboxPage, permits: PermitsPage, readiness: ReadinessPage, keys: KeysPage, policies: PoliciesPage, 'sign-in': InboxPage };
+    const Page = pages[route];
+    page = <Page session={load.session} />;
   }
 
   return (
@@ -135,7 +145,7 @@ export function App() {
       <a class="skip-link" href="#main">
         Skip to main content
       </a>
-      <SiteHeader session={session} onSignOut={() => void signOutNow()} signingOut={signingOut} signOutError={signOutError} />
+      <SiteHeader session={session} route={route} onSignOut={() => void signOutNow()} signingOut={signingOut} signOutError={signOutError} />
       <main id="main" class="wrap" tabIndex={-1}>
         {page}
       </main>

@@ -7,20 +7,36 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 
-export type RouteName = 'inbox' | 'sign-in' | 'not-found';
+export type RouteName = 'inbox' | 'sign-in' | 'permits' | 'readiness' | 'keys' | 'policies' | 'not-found';
 
 export const PATHS = {
   inbox: '/console/',
   'sign-in': '/console/sign-in',
+  permits: '/console/permits',
+  readiness: '/console/readiness',
+  keys: '/console/keys',
+  policies: '/console/policies',
 } as const satisfies Partial<Record<RouteName, string>>;
 
-/** `/console`, `/console/` → inbox; `/console/sign-in` (trailing slash allowed) → sign-in. */
+/** The pages a signed-in person moves between, in the navigation's order. */
+export const NAVIGATION: ReadonlyArray<{ route: RouteName; label: string }> = [
+  { route: 'inbox', label: 'Inbox' },
+  { route: 'permits', label: 'Permits and audit' },
+  { route: 'readiness', label: 'Shadow readiness' },
+  { route: 'keys', label: 'API keys' },
+  { route: 'policies', label: 'Policies and webhooks' },
+];
+
+/**
+ * `/console`, `/console/` → inbox; `/console/<page>` (trailing slash allowed) → that page. A
+ * page's own state (a permit id, say) goes in the query string, so the path names the page alone.
+ */
 export function routeOf(pathname: string): RouteName {
   if (pathname !== '/console' && !pathname.startsWith('/console/')) return 'not-found';
   const rest = pathname.slice('/console'.length).replace(/\/+$/, '');
   if (rest === '') return 'inbox';
-  if (rest === '/sign-in') return 'sign-in';
-  return 'not-found';
+  const named = (Object.entries(PATHS) as Array<[RouteName, string]>).find(([, path]) => path === `/console${rest}`);
+  return named ? named[0] : 'not-found';
 }
 
 const listeners = new Set<() => void>();
@@ -50,17 +66,19 @@ export function useRoute(): RouteName {
 interface LinkProps {
   href: string;
   class?: string;
+  /** `page` on the link to the page being shown. */
+  current?: boolean;
   children: ComponentChildren;
 }
 
-export function Link({ href, class: className, children }: LinkProps) {
+export function Link({ href, class: className, current, children }: LinkProps) {
   const onClick = (event: MouseEvent): void => {
     if (event.defaultPrevented || event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey) return;
     event.preventDefault();
     navigate(href);
   };
   return (
-    <a href={href} class={className} onClick={onClick}>
+    <a href={href} class={className} onClick={onClick} aria-current={current ? 'page' : undefined}>
       {children}
     </a>
   );

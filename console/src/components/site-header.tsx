@@ -3,16 +3,18 @@
  * (saying plainly when it is through an API key, a development-only way in) and Sign out.
  */
 import type { Session } from '../api';
-import { Link, PATHS } from '../router';
+import { Link, NAVIGATION, PATHS, type RouteName } from '../router';
 
 interface Props {
   session: Session | null;
+  /** The page being shown, marked in the navigation. */
+  route: RouteName;
   onSignOut: () => void;
   signingOut: boolean;
   signOutError: string | null;
 }
 
-export function SiteHeader({ session, onSignOut, signingOut, signOutError }: Props) {
+export function SiteHeader({ session, route, onSignOut, signingOut, signOutError }: Props) {
   const signedIn = session?.signed_in === true ? session : null;
   return (
     <header class="site-header">
@@ -45,6 +47,19 @@ export function SiteHeader({ session, onSignOut, signingOut, signOutError }: Pro
           </div>
         )}
       </div>
+      {signedIn && (
+        <nav class="wrap site-nav" aria-label="Console">
+          <ul>
+            {NAVIGATION.map((page) => (
+              <li key={page.route}>
+                <Link href={PATHS[page.route as keyof typeof PATHS]} current={page.route === route}>
+                  {page.label}
+                </Link>
+              </li>
+            ))}
+          </ul>
+        </nav>
+      )}
     </header>
   );
 }
