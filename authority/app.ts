@@ -26,6 +26,7 @@ import type { AuthorityConfig } from './config.js';
 import { effectRoutes } from './effects/routes.js';
 import { escalationRoutes } from './escalations/routes.js';
 import { evaluateRoutes } from './evaluate/routes.js';
+import { gateRoutes } from './gates/routes.js';
 import { storeEvaluations } from './evaluate/store.js';
 import { healthRoutes } from './health/routes.js';
 import { installBoundedInput } from './http/bounded-input.js';
@@ -140,6 +141,7 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
   escalationRoutes(app, deps);
   webhookRoutes(app, deps);
   auditRoutes(app, { db: deps.db, keys: auditKeysFrom(deps.keys), clock: deps.clock });
+  gateRoutes(app, deps);
   consoleRoutes(app, { ...deps, authenticate, limiter });
 
   await app.ready();

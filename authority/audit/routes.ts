@@ -5,6 +5,7 @@
  *   GET  /v1/audit/events    (and the SDK's /v1-audit/events)   cursor pages of events
  *   POST /v1/audit/exports   (and the SDK's /v1-audit/exports)  a signed bundle of a sequence range
  *   GET  /v1/audit/keys                                          the public keys that verify bundles
+ *   GET  /v1/audit/status                                        head, last checkpoint, a range verified
  *
  * @example
  *   auditRoutes(app, { db, keys: auditKeysFrom(signingKeys), clock });
@@ -13,13 +14,14 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { CountersignError } from '../../shared/errors.js';
-import { AuditBundle, AuditEventsQuery, AuditEventsResponse, AuditExportRequest, AuditKeysResponse } from '../../shared/wire/audit.js';
+import { AuditBundle, AuditEventsQuery, AuditEventsResponse, AuditExportRequest, AuditKeysResponse, AuditStatusQuery, AuditStatusResponse } from '../../shared/wire/audit.js';
 import type { Principal } from '../auth/principal.js';
 import { emptyBodyIsNoBody } from '../http/optional-body.js';
 import type { Db } from '../store/db.js';
 import type { Clock } from '../time.js';
 import { auditEventToWire, listAuditEvents, parseAuditCursor } from './events.js';
 import { auditBundleJson, exportAuditBundle } from './export.js';
+import { auditStatus } from './status.js';
 import type { AuditKeys } from './types.js';
 
 export interface AuditRouteDeps {
@@ -77,6 +79,18 @@ export function auditRoutes(app: FastifyInstance, { db, keys, clock }: AuditRout
       return reply.type('application/json; charset=utf-8').send(auditBundleJson(bundle) as unknown as AuditBundle);
     });
   }
+
+  routes.get(
+    '/v1/audit/status',
+    { config: { access: 'audit:read' }, schema: { querystring: AuditStatusQuery, response: { 200: AuditStatusResponse } } },
+    async (request) => {
+      const { from_sequence: from, to_sequence: to } = request.query;
+      if (from !== undefined && to !== undefined && to < from) {
+        throw new CountersignError('invalid_request', 'to_sequence must not be below from_sequence', { details: [{ path: 'query.to_sequence', message: 'below from_sequence' }] });
+      }
+      return auditStatus(db, (request.principal as Principal).org.id, keys, { fromSequence: from, toSequence: to }, clock);
+    },
+  );
 
   routes.get('/v1/audit/keys', { config: { access: 'audit:read' }, schema: { response: { 200: AuditKeysResponse } } }, async () => ({
     keys: await keys.publicKeys(),

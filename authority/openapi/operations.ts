@@ -287,6 +287,22 @@ export const OPERATIONS: Readonly<Record<string, OperationDoc>> = {
     description: 'A signed bundle of a sequence range of the chain (both ends inclusive; no body or `{}` exports the whole chain), verifiable offline with `countersign audit verify` and the keys of `GET /v1/audit/keys`.',
     success: 'The signed bundle; its bytes are exactly those the signature covers.',
   },
+  'GET /v1/audit/status': {
+    operationId: 'auditStatus',
+    summary: 'The audit chain\'s head, last checkpoint and a verified range',
+    tag: 'Audit',
+    description:
+      'The newest event, the last signed checkpoint, and a verification of a sequence range (default: the newest 10,000 events) by the same check as `countersign audit verify`: each event\'s hash recomputed from its stored payload, the links between events, the signature, and the checkpoint where the range reaches it. A range longer than 10,000 events is refused with the parts to ask for.',
+    success: 'The chain\'s status; `verification.ok` is false with each problem found.',
+  },
+  'GET /v1/gates/readiness': {
+    operationId: 'gateReadiness',
+    summary: 'Shadow → enforce readiness of each gate route',
+    tag: 'Audit',
+    description:
+      'For each proxy route seen in shadow mode within the window, the requests it verified and those it would have blocked, by refusal code, from the verification records in the audit log. A route is `ready` when, for the last `quiet_days`, it had shadow traffic throughout and no would-block whose code is not listed in `expected`. The mode itself lives in the proxy\'s configuration (docs/shadow-to-enforce.md).',
+    success: 'Every route seen in shadow mode in the window, by name.',
+  },
   'GET /v1/audit/keys': {
     operationId: 'listAuditKeys',
     summary: 'The public keys that verify audit bundles',

@@ -153,3 +153,32 @@ export const AuditPublicKeyWire = z.object({
 });
 
 export const AuditKeysResponse = z.object({ keys: z.array(AuditPublicKeyWire) });
+
+/** `GET /v1/audit/status`: the range to verify; default the newest MAX_STATUS_EVENTS events. */
+export const AuditStatusQuery = z
+  .object({
+    from_sequence: z.coerce.number().int().min(1).optional(),
+    to_sequence: z.coerce.number().int().min(1).optional(),
+  })
+  .strict();
+
+/**
+ * `GET /v1/audit/status` (audit:read): the chain's head, its last signed checkpoint, and a
+ * verification of a range of it, done as `countersign audit verify` does (hashes recomputed from
+ * the stored events, links, the signature, and the checkpoint where the range reaches it).
+ */
+export const AuditStatusResponse = z.object({
+  /** The newest event; null while the chain is empty. */
+  head: z.object({ sequence: z.number().int(), hash: Hash, occurred_at: z.string() }).nullable(),
+  last_checkpoint: AuditCheckpointWire.nullable(),
+  verification: z.object({
+    ok: z.boolean(),
+    from_sequence: z.number().int().nullable(),
+    to_sequence: z.number().int().nullable(),
+    events: z.number().int(),
+    /** `matched`: the range reaches the last checkpoint and agrees with it; `not_covered`: the range lies beside it. */
+    checkpoint: z.enum(['none', 'matched', 'not_covered', 'failed']),
+    problems: z.array(z.object({ kind: z.string(), sequence: z.number().int().nullable(), message: z.string() })),
+  }),
+});
+export type AuditStatusResponse = z.infer<typeof AuditStatusResponse>;

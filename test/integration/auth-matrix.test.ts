@@ -87,6 +87,8 @@ const ENDPOINTS: Endpoint[] = [
   ...['/v1/audit/events', '/v1-audit/events'].map((route): Endpoint => ({ method: 'GET', route, url: () => route, anyOf: ['audit:read'], success: 200 })),
   ...['/v1/audit/exports', '/v1-audit/exports'].map((route): Endpoint => ({ method: 'POST', route, url: () => route, body: () => ({}), anyOf: ['audit:read'], success: 200 })),
   { method: 'GET', route: '/v1/audit/keys', url: () => '/v1/audit/keys', anyOf: ['audit:read'], success: 200 },
+  { method: 'GET', route: '/v1/audit/status', url: () => '/v1/audit/status', anyOf: ['audit:read'], success: 200 },
+  { method: 'GET', route: '/v1/gates/readiness', url: () => '/v1/gates/readiness', anyOf: ['audit:read'], success: 200 },
   // Spec "Escalation endpoints": any credential creates and reads (its own organization's);
   // responding needs hitl:approve (DESIGN: admin and approver hold it).
   { method: 'GET', route: '/v1/approvals', url: () => '/v1/approvals', anyOf: ['approvals:read', 'approvals:write'], success: 200 },
