@@ -287,6 +287,14 @@ export const OPERATIONS: Readonly<Record<string, OperationDoc>> = {
     description: 'A signed bundle of a sequence range of the chain (both ends inclusive; no body or `{}` exports the whole chain), verifiable offline with `countersign audit verify` and the keys of `GET /v1/audit/keys`.',
     success: 'The signed bundle; its bytes are exactly those the signature covers.',
   },
+  'GET /v1/policies/versions/:version': {
+    operationId: 'getPolicyVersion',
+    summary: 'One stored version of the policy',
+    tag: 'Policies',
+    description: 'Any stored version of the caller\'s organization\'s policy, the current one or an older one, with its source as it was submitted: what a diff between versions needs.',
+    success: 'The policy version.',
+    errors: { 404: 'The organization has no such version.' },
+  },
   'GET /v1/audit/status': {
     operationId: 'auditStatus',
     summary: 'The audit chain\'s head, last checkpoint and a verified range',

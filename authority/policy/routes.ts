@@ -1,11 +1,13 @@
 /**
- * `GET /v1/policies` (policy:read or policy:write), `PUT /v1/policies` (policy:write: a new
+ * `GET /v1/policies` (policy:read or policy:write), `GET /v1/policies/versions/:version` (the
+ * same: one stored version with its source), `PUT /v1/policies` (policy:write: a new
  * version, audited as policy.updated), `POST /v1/policies/validate` (policy:write: errors with
  * their position, nothing stored).
  */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
-import { PolicyResponse, PolicySubmission, PolicyValidationResponse, submissionSource } from '../../shared/wire/policies.js';
+import { CountersignError } from '../../shared/errors.js';
+import { PolicyResponse, PolicySubmission, PolicyValidationResponse, PolicyVersionParams, PolicyVersionResponse, submissionSource } from '../../shared/wire/policies.js';
 import type { CredentialCache } from '../auth/credential-cache.js';
 import type { Principal } from '../auth/principal.js';
 import type { Db } from '../store/db.js';
@@ -38,6 +40,17 @@ export function policyRoutes(
     async (request) => {
       const { org } = request.principal as Principal;
       return describe(org.id, org.policyVersion);
+    },
+  );
+
+  routes.get(
+    '/v1/policies/versions/:version',
+    { config: { access: ['policy:read', 'policy:write'] }, schema: { params: PolicyVersionParams, response: { 200: PolicyVersionResponse } } },
+    async (request) => {
+      const { org } = request.principal as Principal;
+      const stored = await deps.policies.get(org.id, request.params.version);
+      if (!stored) throw new CountersignError('not_found', `this organization has no policy version ${request.params.version}`);
+      return { policy: policyToWire(stored) };
     },
   );
 

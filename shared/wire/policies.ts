@@ -35,6 +35,10 @@ export const PolicyResponse = z.object({
   versions: z.array(z.object({ id: z.string(), version: z.number().int(), created_by: z.string(), created_at: z.string() })),
 });
 
+/** `GET /v1/policies/versions/:version`: one stored version, current or not (its source included, for a diff). */
+export const PolicyVersionParams = z.object({ version: z.coerce.number().int().min(1) });
+export const PolicyVersionResponse = z.object({ policy: PolicyRecord });
+
 export const PolicyValidationResponse = z.object({
   valid: z.boolean(),
   errors: z.array(z.object({ path: z.string(), message: z.string(), line: z.number().nullable(), column: z.number().nullable() })),

@@ -82,6 +82,7 @@ const ENDPOINTS: Endpoint[] = [
   { method: 'GET', route: '/v1/permits/:id/proof', url: (f) => `/v1/permits/${f.permitId}/proof`, anyOf: ['permits:read', 'audit:read'], acmeResource: true, success: 200 },
   { method: 'POST', route: '/v1/effects', url: () => '/v1/effects', body: (f) => ({ permit_id: f.permitId, status: 'succeeded' }), anyOf: ['effects:write'], acmeResource: true, success: 201 },
   { method: 'GET', route: '/v1/policies', url: () => '/v1/policies', anyOf: ['policy:read', 'policy:write'], success: 200 },
+  { method: 'GET', route: '/v1/policies/versions/:version', url: () => '/v1/policies/versions/1', anyOf: ['policy:read', 'policy:write'], success: 200 },
   { method: 'PUT', route: '/v1/policies', url: () => '/v1/policies', body: (f) => ({ source: f.policySource, format: 'yaml' }), anyOf: ['policy:write'], success: 200 },
   { method: 'POST', route: '/v1/policies/validate', url: () => '/v1/policies/validate', body: (f) => ({ source: f.policySource }), anyOf: ['policy:write'], success: 200 },
   ...['/v1/audit/events', '/v1-audit/events'].map((route): Endpoint => ({ method: 'GET', route, url: () => route, anyOf: ['audit:read'], success: 200 })),

@@ -231,6 +231,12 @@ for (const backend of appBackends()) {
       t.equal(put.json().policy.version, 2);
       t.equal((await evaluate(authority, demo())).decision, 'deny', 'the new version applies at once');
       t.ok((await auditTypes(authority)).some((event) => event.type === 'policy.updated'));
+      const version = (n: number) => authority.app.inject({ method: 'GET', url: `/v1/policies/versions/${n}`, headers: authority.bearer(authority.acmeAdmin) });
+      const first = await version(1);
+      t.equal(first.statusCode, 200);
+      t.match(first.json().policy, { version: 1, source: current.json().policy.source }, 'an older version keeps its source, for a diff');
+      t.match((await version(2)).json().policy, { version: 2 }, 'and the current one is there too');
+      t.equal((await version(3)).statusCode, 404, 'a version that does not exist is a 404');
     }),
   );
 
