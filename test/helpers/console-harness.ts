@@ -1,9 +1,10 @@
 /**
  * The console's browser tests' setting: an authority whose console signs people in with a real
- * OpenID provider (accounts alice, bob and carol, approvers, and vic, a viewer, all in acme), a
- * proxy and an upstream, on loopback; and what every console test does with a page: sign in,
- * check it (accessibility, console errors, other origins, a phone's width), take a screenshot
- * for docs/console.md when UPDATE_CONSOLE_SCREENSHOTS=1 (`npm run docs:console`).
+ * OpenID provider (accounts alice, bob and carol, approvers, vic, a viewer, and any more given
+ * as `options.accounts`, all in acme), a proxy and an upstream, on loopback; and what every
+ * console test does with a page: sign in, check it (accessibility, console errors, other
+ * origins, a phone's width), take a screenshot for docs/console.md when
+ * UPDATE_CONSOLE_SCREENSHOTS=1 (`npm run docs:console`).
  *
  * @example
  *   withConsole(t, backend, async (setup) => {
@@ -21,6 +22,7 @@ import { request } from 'undici';
 import { loadConsoleFiles } from '../../authority/console/static.js';
 import { ConsoleSignedIn } from '../../shared/wire/console.js';
 import { EvaluateResponse } from '../../shared/wire/evaluate.js';
+import type { Role } from '../../shared/wire/session.js';
 import type { appBackends } from './backends.js';
 import { checkAccessibility, type TestPage } from './browser.js';
 import { OIDC_SCOPE, startOidcProvider, type OidcAccount, type TestOidcProvider } from './oidc-provider.js';
@@ -67,8 +69,18 @@ export async function evaluate(setup: Setup, sub: string, body: unknown): Promis
   return EvaluateResponse.parse(JSON.parse(text));
 }
 
+export interface ConsoleOptions {
+  /** More accounts in acme, by sub, beside alice, bob, carol (approvers) and vic (viewer): `{ ada: 'admin' }`. */
+  accounts?: Readonly<Record<string, Role>>;
+}
+
 /** An authority whose console signs people in with a real OpenID provider, a proxy and an upstream. */
-export async function withConsole(t: Test, backend: ReturnType<typeof appBackends>[number], fn: (setup: Setup) => Promise<void>): Promise<void> {
+export async function withConsole(
+  t: Test,
+  backend: ReturnType<typeof appBackends>[number],
+  fn: (setup: Setup) => Promise<void>,
+  options: ConsoleOptions = {},
+): Promise<void> {
   const consoleFiles = loadConsoleFiles();
   if (!consoleFiles) throw new Error('dist/console is missing: npm test builds it (test/build.mjs), or run npm run build');
   // Both URLs are needed before either server starts: the authority names the issuer, the provider the redirect.
@@ -79,7 +91,8 @@ export async function withConsole(t: Test, backend: ReturnType<typeof appBackend
     t,
     backend,
     async (h) => {
-      for (const [sub, role] of [['alice', 'approver'], ['bob', 'approver'], ['carol', 'approver'], ['vic', 'viewer']] as const) {
+      const people: Array<[string, Role]> = [['alice', 'approver'], ['bob', 'approver'], ['carol', 'approver'], ['vic', 'viewer'], ...Object.entries(options.accounts ?? {})];
+      for (const [sub, role] of people) {
         accounts[sub] = { email: `${sub}@example.com`, org_id: h.authority.acme.id, role };
       }
       const op = await startOidcProvider({
