@@ -56,10 +56,16 @@ t.test('errors name the bad field', async (t) => {
   await t.rejects(loadAuthorityConfig({ file: await yamlFile('- a list'), env: {} }), /must hold a mapping/);
 });
 
-t.test('the example config/authority.yaml is valid and states the defaults, but for private webhook targets', async (t) => {
+t.test('the example config/authority.yaml is valid and states the defaults, but for private webhook targets and the console API-key sign-in', async (t) => {
   const fromExample = await loadAuthorityConfig({ file: 'config/authority.yaml', env: {} });
   const defaults = await loadAuthorityConfig({ env: {} });
   t.equal(defaults.webhooks.allow_private_targets, false, 'refused by default');
   t.equal(fromExample.webhooks.allow_private_targets, true, 'allowed in the development configuration (a receiver on localhost)');
-  t.same(fromExample, { ...defaults, webhooks: { ...defaults.webhooks, allow_private_targets: true } });
+  t.equal(defaults.console.api_key_sign_in, false, 'no console sign-in with an API key by default');
+  t.equal(fromExample.console.api_key_sign_in, true, 'but in the development configuration (no identity provider there)');
+  t.same(fromExample, {
+    ...defaults,
+    webhooks: { ...defaults.webhooks, allow_private_targets: true },
+    console: { ...defaults.console, api_key_sign_in: true },
+  });
 });
