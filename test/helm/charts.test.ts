@@ -127,6 +127,26 @@ if (helm) {
     t.same([config.store.topology, config.store.durability], ['single', 'aof'], 'the store defaults to one server with aof durability');
   });
 
+  t.test('authority chart: the console signs in with the identity provider, its client secret from a Secret', async (t) => {
+    const values = join(work, 'authority-console.yaml');
+    writeFileSync(values, JSON.stringify({
+      config: {
+        auth: { jwt: { issuer: 'https://login.example.com/', audience: 'countersign', jwks_url: 'https://login.example.com/jwks' } },
+        console: { public_url: 'https://countersign.example.com', oidc: { client_id: 'countersign-console', scopes: ['openid', 'email', 'countersign'] } },
+      },
+      secrets: { consoleClientSecret: { name: 'console-oidc', key: 'client-secret' } },
+    }));
+    const objects = render('helm/countersign', ['-f', values]);
+    validateAll(t, objects);
+    const env = find(objects, 'Deployment')[0]!.spec.template.spec.containers[0].env;
+    t.same(env.find((e: any) => e.name === 'COUNTERSIGN_CONSOLE_CLIENT_SECRET'), { name: 'COUNTERSIGN_CONSOLE_CLIENT_SECRET', valueFrom: { secretKeyRef: { name: 'console-oidc', key: 'client-secret' } } });
+    const config = parseAuthorityConfig(parse(find(objects, 'ConfigMap', 'rel-countersign-config')[0]!.data['authority.yaml']));
+    t.match(config.console, { enabled: true, public_url: 'https://countersign.example.com', oidc: { client_id: 'countersign-console' }, api_key_sign_in: false });
+    const defaults = render('helm/countersign', []);
+    const defaultEnv = find(defaults, 'Deployment')[0]!.spec.template.spec.containers[0].env;
+    t.notOk(defaultEnv.some((e: any) => e.name === 'COUNTERSIGN_CONSOLE_CLIENT_SECRET'), 'no client secret variable unless one is named');
+  });
+
   t.test('authority chart: a Sentinel store, with its passwords from Secrets', async (t) => {
     const values = join(work, 'authority-sentinel.yaml');
     writeFileSync(values, JSON.stringify({

@@ -70,7 +70,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "countersign.env" -}}
 - name: COUNTERSIGN_CONFIG
   value: /etc/countersign/config/authority.yaml
-{{- $refs := list (list "DATABASE_URL" .Values.secrets.databaseUrl) (list "REDIS_URL" .Values.secrets.redisUrl) (list "REDIS_PASSWORD" .Values.secrets.redisPassword) (list "REDIS_SENTINEL_PASSWORD" .Values.secrets.redisSentinelPassword) (list "COUNTERSIGN_SECRET_KEY" .Values.secrets.secretKey) (list "COUNTERSIGN_BOOTSTRAP_KEY" .Values.secrets.bootstrapKey) }}
+{{- $refs := list (list "DATABASE_URL" .Values.secrets.databaseUrl) (list "REDIS_URL" .Values.secrets.redisUrl) (list "REDIS_PASSWORD" .Values.secrets.redisPassword) (list "REDIS_SENTINEL_PASSWORD" .Values.secrets.redisSentinelPassword) (list "COUNTERSIGN_SECRET_KEY" .Values.secrets.secretKey) (list "COUNTERSIGN_BOOTSTRAP_KEY" .Values.secrets.bootstrapKey) (list "COUNTERSIGN_CONSOLE_CLIENT_SECRET" .Values.secrets.consoleClientSecret) }}
 {{- range $refs }}
 {{- $ref := index . 1 }}
 {{- if $ref.name }}
