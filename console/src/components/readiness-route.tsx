@@ -58,7 +58,7 @@ export function ReadinessRoute({ route }: { route: RouteReadinessWire }) {
       <p data-testid="readiness-summary">{route.summary}</p>
       <dl class="facts">
         {name === null && <Row label="Gate">{route.gate}</Row>}
-        <Row label="Verified" testId="readiness-verified">
+        <Row label="With a valid permit" testId="readiness-verified">
           {route.verified}
         </Row>
         <Row label="Would have blocked" testId="readiness-would-block">
