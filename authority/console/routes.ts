@@ -11,6 +11,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { CountersignError } from '../../shared/errors.js';
 import type { ConsoleSession } from '../../shared/wire/console.js';
+import { getApiKey } from '../api-keys/keys.js';
 import { consoleSessionToken, type Authenticator } from '../auth/authenticate.js';
 import { identityOf } from '../auth/identity.js';
 import type { Principal } from '../auth/principal.js';
@@ -68,13 +69,19 @@ export function consoleRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): voi
     signed_in: true,
     method,
     identity: principal.kind === 'user' ? `user:${principal.userId}` : await identityOf(db, principal),
-    display_name: principal.kind === 'user' ? (principal.email ?? principal.userId) : `API key ${principal.keyId}`,
+    display_name: principal.kind === 'user' ? (principal.email ?? principal.userId) : await keyName(principal.org.id, principal.keyId),
     role: principal.kind === 'user' ? principal.role : null,
     permissions: [...principal.permissions].sort(),
     organization: { id: principal.org.id, name: principal.org.name },
     csrf_token: csrfTokenFor(token),
     expires_at: expiresAt.toISOString(),
   });
+
+  /** How the header names an API-key session: the key's name and display prefix, never its secret. */
+  const keyName = async (orgId: string, keyId: string): Promise<string> => {
+    const key = await getApiKey(db, orgId, keyId);
+    return key ? `API key "${key.name}" (${key.prefix}…)` : `API key ${keyId}`;
+  };
 
   app.addHook('onSend', async (request, reply) => {
     if (!request.url.startsWith('/console')) return;

@@ -42,6 +42,8 @@ for (const backend of appBackends()) {
         t.notMatch(String([setCookie].flat()[0]), /Secure/, 'and not Secure over plain http');
         t.match(signedIn, { method: 'api_key', role: null, organization: { id: authority.acme.id }, permissions: ['approvals:read', 'evaluate:write'] });
         t.match(signedIn.identity, /^api_key:[0-9a-f-]{36}$/, 'the identity is the key (its own root)');
+        t.match(signedIn.display_name, /^API key "test key" \(ask_(live|test)_.{4}…\)$/, 'named by its name and prefix, never its secret');
+        t.notMatch(JSON.stringify(signedIn), key, 'the secret is nowhere in the answer');
         t.same(await session(authority, cookie), signedIn, 'the session endpoint answers the same with the cookie');
 
         const read = await authority.app.inject({ method: 'GET', url: '/v1/approvals', headers: { cookie } });
