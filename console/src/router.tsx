@@ -63,6 +63,32 @@ export function useRoute(): RouteName {
   return route;
 }
 
+/** The query string: a page's own state, kept in step with `navigate` and the back/forward buttons. */
+export function useSearch(): URLSearchParams {
+  const [search, setSearchText] = useState(() => location.search);
+  useEffect(() => {
+    const update = (): void => setSearchText(location.search);
+    listeners.add(update);
+    addEventListener('popstate', update);
+    return () => {
+      listeners.delete(update);
+      removeEventListener('popstate', update);
+    };
+  }, []);
+  return new URLSearchParams(search);
+}
+
+/**
+ * Navigates to `path` with `search` as its query string.
+ *
+ * @example
+ *   setSearch(PATHS.permits, new URLSearchParams({ permit: id }));
+ */
+export function setSearch(path: string, search: URLSearchParams, options: { replace?: boolean } = {}): void {
+  const text = search.toString();
+  navigate(text === '' ? path : `${path}?${text}`, options);
+}
+
 interface LinkProps {
   href: string;
   class?: string;

@@ -5,7 +5,7 @@
  * words, with every problem the server lists. "Verify again" asks once more, for the range in the
  * form (empty: the newest events up to the head); the range goes in the query string.
  */
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { isAbort, type SignedInSession } from '../api';
 import { formatClock } from '../format';
 import { getAuditStatus, type AuditStatusResponse, type SequenceRange } from '../permits-api';
@@ -75,7 +75,6 @@ export function AuditSection({ session, range, onRange }: Props) {
   const [from, setFrom] = useState(sequenceText(range.from));
   const [to, setTo] = useState(sequenceText(range.to));
   const [problem, setProblem] = useState<string | null>(null);
-  const running = useRef<AbortController | null>(null);
 
   useEffect(() => {
     setFrom(sequenceText(range.from));
@@ -84,9 +83,7 @@ export function AuditSection({ session, range, onRange }: Props) {
 
   useEffect(() => {
     if (!canAudit) return;
-    running.current?.abort();
     const controller = new AbortController();
-    running.current = controller;
     setChecking(true);
     getAuditStatus(range, controller.signal).then(
       (status) => {

@@ -100,6 +100,7 @@ export function PermitsSection({ session, target }: { session: SignedInSession; 
           <p class="notice" data-testid="evaluation-no-permit">
             This evaluation issued no permit. {whyNoPermit(load.evaluation)}
           </p>
+          <h3>The decision</h3>
           <ol class="story" data-testid="story">
             <StoryStep event={load.evaluation} />
           </ol>

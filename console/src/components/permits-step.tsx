@@ -50,6 +50,12 @@ function Maybe({ label, value, children }: { label: string; value: string | null
   return <Row label={label}>{children ?? value}</Row>;
 }
 
+/** What the protected system sent as `details` with its effect, as JSON; null when it sent none. */
+function effectDetails(details: Record<string, unknown>): string | null {
+  const effect = details['effect'];
+  return typeof effect === 'object' && effect !== null && Object.keys(effect).length > 0 ? JSON.stringify(effect) : null;
+}
+
 function upstreamWords(details: Record<string, unknown>): string {
   const status = text(details, 'upstream_status');
   switch (details['upstream']) {
@@ -140,7 +146,7 @@ function StepDetails({ event }: { event: AuditEventWire }) {
         <>
           <Maybe label="Gate" value={gateWords(details)} />
           <Row label="Result">{event.type === 'permit.verified' ? 'verified' : `rejected${text(details, 'verify_error_code') === null ? '' : `: ${text(details, 'verify_error_code')}`}`}</Row>
-          <Maybe label="Reason" value={text(details, 'reason')} />
+          {event.type === 'permit.rejected' && <Maybe label="Reason" value={text(details, 'reason')} />}
           {event.type === 'permit.verified' && <Row label="Used up">{details['consumed'] === true ? 'yes: the permit cannot be used again' : 'no'}</Row>}
           <Maybe label="Request" value={event.request_id} />
         </>
@@ -160,6 +166,9 @@ function StepDetails({ event }: { event: AuditEventWire }) {
         <>
           <Row label="Status">{EFFECTS[text(details, 'status') ?? ''] ?? text(details, 'status') ?? 'not given'}</Row>
           <Maybe label="Summary" value={text(details, 'summary')} />
+          <Maybe label="Details" value={effectDetails(details)}>
+            <code class="hash">{effectDetails(details)}</code>
+          </Maybe>
           <Maybe label="Reported by" value={event.payload.credential} />
         </>
       );

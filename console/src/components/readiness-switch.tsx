@@ -6,7 +6,7 @@
 
 /** The route's entry in proxy.yaml with its mode switched; the rest of the entry stays as it is. */
 export function switchSnippet(route: string): string {
-  return ['routes:', `  - name: ${route}`, '    # match, action_type and facts stay as they are', '    mode: enforce'].join('\n');
+  return ['routes:', `  - name: ${route}`, '    mode: enforce'].join('\n');
 }
 
 export function SwitchRoute({ route, ready }: { route: string | null; ready: boolean }) {
@@ -17,7 +17,7 @@ export function SwitchRoute({ route, ready }: { route: string | null; ready: boo
     <>
       <p>
         In the proxy’s configuration (<code>proxy.yaml</code>, or <code>countersignProxy.routes</code> in the application chart’s values), set this route’s{' '}
-        <code>mode</code> to <code>enforce</code>:
+        <code>mode</code> to <code>enforce</code>, and keep its other keys (<code>match</code>, <code>action_type</code>, <code>facts</code>) as they are:
       </p>
       <pre class="switch-snippet" data-testid="switch-snippet" data-route={route}>
         <code>{switchSnippet(route)}</code>

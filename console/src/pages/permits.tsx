@@ -7,11 +7,10 @@
 import type { SignedInSession } from '../api';
 import { AuditSection } from '../components/audit-status';
 import { PermitLookup, RecentPermits } from '../components/permits-lookup';
-import { setSearch, useSearch } from '../components/permits-query';
 import { PermitsSection } from '../components/permits-section';
 import { usePageTitle } from '../page-title';
 import { targetOfSearch, type SequenceRange, type StoryTarget } from '../permits-api';
-import { PATHS } from '../router';
+import { PATHS, setSearch, useSearch } from '../router';
 import '../permits.css';
 
 function sequenceParam(search: URLSearchParams, name: string): number | null {

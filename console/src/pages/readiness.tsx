@@ -8,15 +8,13 @@
 import { useEffect, useState } from 'preact/hooks';
 import { isAbort, type SignedInSession } from '../api';
 import { MissingPermission, messageOf } from '../components/permits-parts';
-import { setSearch, useSearch } from '../components/permits-query';
 import { ReadinessControls } from '../components/readiness-controls';
 import { ReadinessRoute } from '../components/readiness-route';
 import { SwitchingNotes } from '../components/readiness-switch';
 import { formatDateTime } from '../format';
 import { usePageTitle } from '../page-title';
 import { checkDraft, draftOfSearch, getReadiness, searchOfQuery, type Readiness, type ReadinessQueryValues } from '../readiness-api';
-import { PATHS } from '../router';
-import '../permits.css';
+import { PATHS, setSearch, useSearch } from '../router';
 import '../readiness.css';
 
 type Load = { state: 'idle' } | { state: 'loading' } | { state: 'failed'; message: string } | { state: 'ready'; readiness: Readiness };
