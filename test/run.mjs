@@ -8,6 +8,11 @@
  * Prints `N passed, N failed` last (N = named subtests one level inside each test file, plus test
  * files that failed without a failing subtest) and exits with tap's exit code.
  *
+ * The browser tests (test/browser/: Chromium, the console) run after the rest, one file at a
+ * time: a Chromium beside three other test files would starve the CPU-bound ones on a 2-core
+ * machine past their timeout. Their coverage is not measured (the console's server side is
+ * covered by the integration suites).
+ *
  * Example:
  *   npm test                                    # every test file from .taprc
  *   npm test -- test/integration/db.test.ts     # extra arguments go to tap (a test's .ts path
@@ -165,7 +170,16 @@ async function main() {
   built.catch(() => {}); // awaited below, after the servers are up
   await Promise.all([startPostgres(), startRedis(), startRedisCluster(), startRedisSentinel()]);
   await built;
-  const { code, counts } = await runTap(process.argv.slice(2).map(compiledPath));
+  const args = process.argv.slice(2).map(compiledPath);
+  const phases = args.length > 0 ? [args] : [['--exclude', 'dist/test/browser/**', '--exclude', '**/node_modules/**'], ['--jobs=1', '--disable-coverage', 'dist/test/browser']];
+  let code = 0;
+  const counts = { passed: 0, failed: 0 };
+  for (const phase of phases) {
+    const run = await runTap(phase);
+    code ||= run.code;
+    counts.passed += run.counts.passed;
+    counts.failed += run.counts.failed;
+  }
   counts.failed += extraFailures;
   if (code !== 0 && counts.failed === 0) {
     log(`tap exited with code ${code} without a failing test (coverage below the thresholds in .taprc, or a runner error; see above)`);

@@ -9,7 +9,7 @@
  * as the server checks them (shared/wire/readiness.ts), so a mistake is named before any call.
  */
 import type { z } from 'zod';
-import type { VerifyErrorCode } from '../../shared/permits/verify.js';
+import { VERIFY_ERROR_CODES } from '../../shared/permits/verify-codes.js';
 import type { ReadinessResponse, RouteReadiness } from '../../shared/wire/readiness.js';
 import { json } from './api';
 
@@ -23,25 +23,8 @@ export const DEFAULT_QUIET_DAYS = 3;
 const MAX_EXPECTED = 50;
 const CODE = /^[A-Z][A-Z0-9_]{0,63}$/;
 
-/** Every refusal code a gate gives (VERIFY_ERROR_CODES in shared/permits/verify.ts, which cannot be bundled). */
-export const REFUSAL_CODES = [
-  'MISSING_PERMIT',
-  'PERMIT_INVALID',
-  'PERMIT_NOT_FOUND',
-  'PERMIT_EXPIRED',
-  'PERMIT_NOT_YET_VALID',
-  'PERMIT_REVOKED',
-  'PERMIT_ALREADY_USED',
-  'ACTION_TYPE_MISMATCH',
-  'ACTOR_MISMATCH',
-  'BINDING_MISMATCH',
-  'ORG_MISMATCH',
-  'REPLAY_STATE_RESET',
-  'INTERNAL_ERROR',
-] as const satisfies readonly VerifyErrorCode[];
-// A code added to VERIFY_ERROR_CODES and not above fails the console's type check here.
-const everyCode: Exclude<VerifyErrorCode, (typeof REFUSAL_CODES)[number]> extends never ? true : never = true;
-void everyCode;
+/** Every refusal code a gate gives. */
+export const REFUSAL_CODES = VERIFY_ERROR_CODES;
 
 /** The controls as typed (text), from the query string or the form. */
 export interface ReadinessDraft {

@@ -43,23 +43,9 @@ import {
 import { PERMIT_ALG, PERMIT_LEEWAY_SECONDS, PERMIT_TYP, PermitClaims } from './claims.js';
 import { permitStoreKey, replayEpochKey } from './store-keys.js';
 
-export const VERIFY_ERROR_CODES = [
-  'MISSING_PERMIT',
-  'PERMIT_INVALID',
-  'PERMIT_NOT_FOUND',
-  'PERMIT_EXPIRED',
-  'PERMIT_NOT_YET_VALID',
-  'PERMIT_REVOKED',
-  'PERMIT_ALREADY_USED',
-  'ACTION_TYPE_MISMATCH',
-  'ACTOR_MISMATCH',
-  'BINDING_MISMATCH',
-  'ORG_MISMATCH',
-  'REPLAY_STATE_RESET',
-  'INTERNAL_ERROR',
-] as const;
+import type { VerifyErrorCode } from './verify-codes.js';
 
-export type VerifyErrorCode = (typeof VERIFY_ERROR_CODES)[number];
+export { VERIFY_ERROR_CODES, type VerifyErrorCode } from './verify-codes.js';
 
 export type PermitVerificationKey = CryptoKey | KeyObject | Uint8Array;
 

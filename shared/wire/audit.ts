@@ -12,6 +12,7 @@
  */
 import { z } from 'zod';
 import { EventType } from './events.js';
+import { queryList } from './query-list.js';
 
 export const HEX_SHA256 = /^[0-9a-f]{64}$/;
 const Hash = z.string().regex(HEX_SHA256, { message: 'not a lowercase hex SHA-256' });
@@ -24,16 +25,7 @@ export const DEFAULT_AUDIT_PAGE = 50;
  * `type=a&type=b`, `type=a,b` or the SDK's `types=a,b`: one list of event types. Unknown names
  * are refused so a typo does not silently return nothing.
  */
-const EventTypeList = z
-  .union([z.string(), z.array(z.string())])
-  .transform((value) =>
-    [value]
-      .flat()
-      .flatMap((item) => item.split(','))
-      .map((item) => item.trim())
-      .filter((item) => item.length > 0),
-  )
-  .pipe(z.array(EventType).max(EventType.options.length));
+const EventTypeList = queryList(EventType, EventType.options.length);
 
 const Filter = z.string().min(1).max(256);
 const Instant = z.iso.datetime({ offset: true });

@@ -11,20 +11,12 @@
  *        "by_reason": [{ "reason": "MISSING_PERMIT", "count": 4, "expected": false, "last_at": "…" }], … }], … }
  */
 import { z } from 'zod';
+import { queryList } from './query-list.js';
 
 export const MAX_READINESS_DAYS = 90;
 
 /** `expected=A,B` or `expected=A&expected=B`: refusal codes the operator expects and does not count against readiness. */
-const CodeList = z
-  .union([z.string(), z.array(z.string())])
-  .transform((value) =>
-    [value]
-      .flat()
-      .flatMap((item) => item.split(','))
-      .map((item) => item.trim())
-      .filter((item) => item.length > 0),
-  )
-  .pipe(z.array(z.string().regex(/^[A-Z][A-Z0-9_]{0,63}$/, { message: 'a refusal code such as MISSING_PERMIT' })).max(50));
+const CodeList = queryList(z.string().regex(/^[A-Z][A-Z0-9_]{0,63}$/, { message: 'a refusal code such as MISSING_PERMIT' }), 50);
 
 export const ReadinessQuery = z
   .object({

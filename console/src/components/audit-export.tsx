@@ -14,7 +14,7 @@ import {
   type AuditCheckpointWire,
   type SequenceRange,
 } from '../permits-api';
-import { messageOf, plural } from './permits-parts';
+import { messageOf, plural } from './parts';
 
 interface Props {
   orgId: string;

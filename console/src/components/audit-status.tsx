@@ -10,7 +10,7 @@ import { isAbort, type SignedInSession } from '../api';
 import { formatClock } from '../format';
 import { getAuditStatus, type AuditStatusResponse, type SequenceRange } from '../permits-api';
 import { AuditExport } from './audit-export';
-import { Hash, messageOf, MissingPermission, plural, Row, When } from './permits-parts';
+import { Hash, messageOf, MissingPermission, plural, Row, When } from './parts';
 
 type Load = { state: 'loading' } | { state: 'failed'; message: string } | { state: 'ready'; status: AuditStatusResponse; at: number };
 

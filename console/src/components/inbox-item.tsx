@@ -3,13 +3,13 @@
  * asked and when, the time left, and for escalations the quorum and the votes. Then either the
  * vote form or why this person cannot vote, and, after a vote, what came of it.
  */
-import type { ComponentChildren } from 'preact';
 import type { SignedInSession, VoteDecision } from '../api';
 import { voteBlockedReason } from '../eligibility';
 import { formatDateTime, formatRisk, statusLabel, timeLeft } from '../format';
 import type { Fact, InboxItem } from '../inbox-data';
 import { QuorumProgress, VoteList } from './quorum';
 import { VoteForm } from './vote-form';
+import { Row } from './parts';
 
 interface Props {
   item: InboxItem;
@@ -22,15 +22,6 @@ interface Props {
 }
 
 const isOpen = (status: string): boolean => status === 'pending' || status === 'escalated';
-
-function Row({ label, children }: { label: string; children: ComponentChildren }) {
-  return (
-    <div class="row">
-      <dt>{label}</dt>
-      <dd>{children}</dd>
-    </div>
-  );
-}
 
 function FactRows({ facts }: { facts: Fact[] }) {
   return (

@@ -4,11 +4,11 @@
  * "Revoke", which asks first, inline; a refusal shows the server's message (a narrower
  * credential cannot revoke a wider key).
  */
-import type { ComponentChildren } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, type SignedInSession } from '../api';
 import { formatDateTime } from '../format';
 import { keyStatus, revokeKey, STATUS_LABELS, type ApiKeyRecord } from '../keys-api';
+import { Row } from './parts';
 
 interface Props {
   apiKey: ApiKeyRecord;
@@ -18,15 +18,6 @@ interface Props {
   names: ReadonlyMap<string, string>;
   onRotate: (key: ApiKeyRecord) => void;
   onRevoked: (key: ApiKeyRecord) => void;
-}
-
-function Row({ label, children }: { label: string; children: ComponentChildren }) {
-  return (
-    <div class="row">
-      <dt>{label}</dt>
-      <dd>{children}</dd>
-    </div>
-  );
 }
 
 function When({ iso, none }: { iso: string | null; none: string }) {

@@ -7,7 +7,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { isAbort } from '../api';
 import { listRecentPermits, targetOfInput, type PermitList, type StoryTarget } from '../permits-api';
 import { PATHS } from '../router';
-import { messageOf, When } from './permits-parts';
+import { messageOf, When } from './parts';
 
 interface Props {
   current: StoryTarget | null;

@@ -6,7 +6,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { isAbort, type SignedInSession } from '../api';
 import { getEvaluation, getPermitProof, permitIdOf, type AuditEventWire, type PermitProof, type StoryTarget } from '../permits-api';
-import { Hash, messageOf, MissingPermission } from './permits-parts';
+import { Hash, messageOf, MissingPermission } from './parts';
 import { decisionLabel, StoryStep } from './permits-step';
 import { PermitStory } from './permits-story';
 

@@ -5,7 +5,7 @@
  */
 import type { ComponentChildren } from 'preact';
 import type { AuditCheckpointWire, AuditEventWire } from '../permits-api';
-import { Hash, Row, When } from './permits-parts';
+import { Hash, Row, When } from './parts';
 
 export type StepKind = 'decision' | 'permit' | 'revocation' | 'verification' | 'execution' | 'effect' | 'other';
 

@@ -7,7 +7,7 @@
  */
 import { factLabel, factValue } from '../format';
 import type { AuditEventWire, PermitProof, PermitWire } from '../permits-api';
-import { Hash, Row, When } from './permits-parts';
+import { Hash, Row, When } from './parts';
 import { kindOf, MissingStep, StoryStep, type StepKind } from './permits-step';
 
 /** The stages in story order; `missing` is what a stage without a record says (null: nothing). */

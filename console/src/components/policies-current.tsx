@@ -4,7 +4,7 @@
  */
 import { formatDateTime } from '../format';
 import type { PolicyWire } from '../policies-api';
-import { CodeBox, Row } from './policies-parts';
+import { CodeBox, Row } from './parts';
 
 export function PolicyCurrent({ policy }: { policy: PolicyWire }) {
   return (

@@ -8,7 +8,7 @@ import { useState } from 'preact/hooks';
 import { diffLines, hunks, type DiffLine, type LineDiff } from '../line-diff';
 import { ApiError } from '../api';
 import { getPolicyVersion, type PolicyVersionEntry, type PolicyWire } from '../policies-api';
-import { CodeBox } from './policies-parts';
+import { CodeBox } from './parts';
 
 interface Text {
   key: string;

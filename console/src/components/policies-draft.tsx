@@ -9,7 +9,7 @@
  */
 import { useState } from 'preact/hooks';
 import { MAX_POLICY_SOURCE, validatePolicy, type PolicyFormat, type PolicyValidation } from '../policies-api';
-import { messageOf, MissingPermission } from './policies-parts';
+import { messageOf, MissingPermission } from './parts';
 
 interface Props {
   draft: string;

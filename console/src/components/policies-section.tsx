@@ -12,7 +12,7 @@ import { getPolicy, type PolicyFormat, type PolicyState } from '../policies-api'
 import { PolicyCurrent } from './policies-current';
 import { PolicyCompare } from './policies-diff';
 import { PolicyDraft } from './policies-draft';
-import { messageOf, MissingPermission } from './policies-parts';
+import { messageOf, MissingPermission } from './parts';
 import { PolicyVersions } from './policies-versions';
 
 type Load = { state: 'loading' } | { state: 'failed'; message: string } | { state: 'ready'; data: PolicyState };

@@ -4,7 +4,7 @@
  * by refusal code (a table; a stacked list on a phone), and how to switch it to enforce.
  */
 import { proxyRouteOf, type RouteReadinessWire } from '../readiness-api';
-import { Row, When } from './permits-parts';
+import { Row, When } from './parts';
 import { SwitchRoute } from './readiness-switch';
 
 function Reasons({ route }: { route: RouteReadinessWire }) {

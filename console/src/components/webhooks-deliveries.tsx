@@ -8,7 +8,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { isAbort } from '../api';
 import { formatDateTime } from '../format';
 import { listDeliveries, replayDelivery, type DeliveryStatus, type WebhookDeliveryWire } from '../webhooks-api';
-import { messageOf, Row } from './policies-parts';
+import { messageOf, Row } from './parts';
 
 type Filter = 'all' | 'dead_lettered';
 

@@ -8,7 +8,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { isAbort, type SignedInSession } from '../api';
 import { formatDateTime } from '../format';
 import { listSubscriptions, type WebhookSubscriptionWire } from '../webhooks-api';
-import { messageOf, MissingPermission, Row } from './policies-parts';
+import { messageOf, MissingPermission, Row } from './parts';
 import { WebhookDeliveries } from './webhooks-deliveries';
 
 type Load = { state: 'loading' } | { state: 'failed'; message: string } | { state: 'ready'; subscriptions: WebhookSubscriptionWire[] };

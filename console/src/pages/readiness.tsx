@@ -7,7 +7,7 @@
  */
 import { useEffect, useState } from 'preact/hooks';
 import { isAbort, type SignedInSession } from '../api';
-import { MissingPermission, messageOf } from '../components/permits-parts';
+import { MissingPermission, messageOf } from '../components/parts';
 import { ReadinessControls } from '../components/readiness-controls';
 import { ReadinessRoute } from '../components/readiness-route';
 import { SwitchingNotes } from '../components/readiness-switch';

@@ -1,7 +1,8 @@
 /**
- * Small pieces the permits, audit and readiness pages share: a label beside its value (the
- * inbox's `.facts` look), an instant to the second, a hash that breaks anywhere (it never widens
- * a phone's page), which permission is missing, and the words for a failure.
+ * Small pieces every console page uses: a label beside its value (the `.facts` look), an instant
+ * to the second, a hash that breaks anywhere (it never widens a phone's page), a box for code that
+ * scrolls sideways inside itself and can be reached with the keyboard, which permission is
+ * missing, and the words for a failure.
  */
 import type { ComponentChildren } from 'preact';
 import { ApiError } from '../api';
@@ -33,6 +34,15 @@ export function Hash({ value, testId }: { value: string; testId?: string }) {
     <code class="hash" data-testid={testId}>
       {value}
     </code>
+  );
+}
+
+/** A region named `label`, focusable so that keyboard users can scroll it too. */
+export function CodeBox({ label, children, testId }: { label: string; children: ComponentChildren; testId?: string }) {
+  return (
+    <div class="code-box" role="region" aria-label={label} tabIndex={0} data-testid={testId}>
+      {children}
+    </div>
   );
 }
 

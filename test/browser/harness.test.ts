@@ -11,7 +11,7 @@
  * timing assertions. Without Chromium the browser tests say why they did not run.
  *
  * @example
- *   node test/run.mjs --disable-coverage test/e2e/browser-harness.test.ts
+ *   node test/run.mjs --disable-coverage test/browser/harness.test.ts
  */
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
