@@ -10,7 +10,7 @@
  *   const { url, sealedState } = await oidc.start(redirectUri);          // send the browser to url
  *   const person = await oidc.finish(callbackUrl, sealedState, redirectUri); // { userId, organizationId, role, email }
  */
-import * as client from 'openid-client';
+import type * as OpenIdClient from 'openid-client';
 import { ROLES, type Role } from '../../shared/wire/session.js';
 import type { SecretBox } from '../signing/secret-box.js';
 import type { Clock } from '../time.js';
@@ -56,13 +56,17 @@ interface PendingSignIn {
   startedAtMs: number;
 }
 
+/** Loaded on the first sign-in: an authority without console.oidc (and every CLI command) never pays for it. */
+let loaded: Promise<typeof OpenIdClient> | undefined;
+const openIdClient = (): Promise<typeof OpenIdClient> => (loaded ??= import('openid-client'));
+
 /** Plain http is accepted only for an issuer on this machine (development, tests). */
 function isLoopbackHttp(url: URL): boolean {
   return url.protocol === 'http:' && ['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname);
 }
 
 export class ConsoleOidc {
-  #configuration: Promise<client.Configuration> | undefined;
+  #configuration: Promise<OpenIdClient.Configuration> | undefined;
 
   constructor(
     private readonly options: ConsoleOidcOptions,
@@ -71,12 +75,14 @@ export class ConsoleOidc {
   ) {}
 
   /** The provider's metadata, discovered on first use; a failed discovery is tried again next time. */
-  #discover(): Promise<client.Configuration> {
+  #discover(): Promise<OpenIdClient.Configuration> {
     if (!this.#configuration) {
       const issuer = new URL(this.options.issuer);
-      const auth = this.options.clientSecret === undefined ? client.None() : client.ClientSecretBasic(this.options.clientSecret);
-      this.#configuration = client
-        .discovery(issuer, this.options.clientId, undefined, auth, isLoopbackHttp(issuer) ? { execute: [client.allowInsecureRequests] } : undefined)
+      this.#configuration = openIdClient()
+        .then((client) => {
+          const auth = this.options.clientSecret === undefined ? client.None() : client.ClientSecretBasic(this.options.clientSecret);
+          return client.discovery(issuer, this.options.clientId, undefined, auth, isLoopbackHttp(issuer) ? { execute: [client.allowInsecureRequests] } : undefined);
+        })
         .catch((error: unknown) => {
           this.#configuration = undefined;
           throw new ConsoleSignInError('identity_provider_unavailable', `the identity provider's metadata could not be read: ${(error as Error).message}`, { cause: error });
@@ -87,6 +93,7 @@ export class ConsoleOidc {
 
   async start(redirectUri: string): Promise<{ url: URL; sealedState: string }> {
     const configuration = await this.#discover();
+    const client = await openIdClient();
     const pending: PendingSignIn = {
       verifier: client.randomPKCECodeVerifier(),
       state: client.randomState(),
@@ -111,6 +118,7 @@ export class ConsoleOidc {
       throw new ConsoleSignInError('identity_provider_refused', `the identity provider answered ${providerError}: ${callbackUrl.searchParams.get('error_description') ?? ''}`);
     }
     const configuration = await this.#discover();
+    const client = await openIdClient();
     // openid-client compares the callback's location with the redirect URI it sent.
     const current = new URL(redirectUri);
     current.search = callbackUrl.search;

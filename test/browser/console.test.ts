@@ -38,6 +38,9 @@ if (!chromiumPath()) {
         await signInPage.page.getByTestId('sign-in-oidc').waitFor();
         await checkPage(t, signInPage, 'the sign-in page', true);
         await screenshot(signInPage.page, 'sign-in', backendIndex);
+        await signInPage.page.goto(`${h.authorityUrl}/console/no-such-page`);
+        await signInPage.page.getByRole('heading', { name: 'Page not found' }).waitFor();
+        await checkPage(t, signInPage, 'a page the console does not have', true);
 
         // The requester: the page says why not, and the API refuses the session's vote.
         const requester = await newPage(browser);

@@ -57,6 +57,10 @@ const call = async (url: string, headers: Record<string, string> = {}) => {
   return { status: response.statusCode, headers: response.headers, text: await response.body.text() };
 };
 
+// Several authority processes started, restarted and stopped, each opening its database: longer
+// than .taprc's two minutes per file while the other test files keep a 2-core machine busy.
+t.setTimeout(6 * 60_000);
+
 t.before(() => {
   if (!existsSync(CLI)) throw new Error('dist/bin/countersign.js is missing: run `npm run build` (npm test does it first)');
 });

@@ -18,6 +18,10 @@ const VERSION = (JSON.parse(readFileSync(resolve('package.json'), 'utf8')) as { 
 const cli = (args: string[], env: Record<string, string> = {}) =>
   spawnSync(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH, ...env }, encoding: 'utf8', cwd: resolve('.') });
 
+// Over 70 CLI processes, each a Node start (some with an embedded database): longer than .taprc's
+// two minutes per file while the other test files keep a 2-core machine busy.
+t.setTimeout(6 * 60_000);
+
 t.before(() => {
   if (!existsSync(CLI)) throw new Error('dist/bin/countersign.js is missing: run `npm run build` (npm test does it first)');
 });

@@ -309,6 +309,10 @@ async function setUp(t: Test): Promise<Stack | null> {
   return stack;
 }
 
+// Redis servers, an authority and proxies stopped and started again: longer than .taprc's
+// two minutes per file while the other test files keep a 2-core machine busy.
+t.setTimeout(6 * 60_000);
+
 t.test('Redis stopped: 503 gate_unavailable and the upstream is not reached; Redis back: works again', async (t) => {
   const s = await setUp(t);
   if (!s) return;

@@ -52,6 +52,10 @@ const post = async (url: string, body: unknown, headers: Record<string, string> 
   return { status: response.statusCode, json: (await response.body.json()) as Record<string, unknown> };
 };
 
+// Several `countersign start` processes, each opening an embedded database and three servers: longer than .taprc's
+// two minutes per file while the other test files keep a 2-core machine busy.
+t.setTimeout(6 * 60_000);
+
 t.test('npm start: evaluate, then the request through the proxy reaches the upstream exactly once', async (t) => {
   const dataDir = await mkdtemp(join(tmpdir(), 'countersign-start-'));
   const { child, ready } = await startCountersign(t, ['--upstream-listen', '127.0.0.1:0'], startEnv(dataDir));
