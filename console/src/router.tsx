@@ -55,6 +55,8 @@ export function useRoute(): RouteName {
     const update = (): void => setRoute(routeOf(location.pathname));
     listeners.add(update);
     addEventListener('popstate', update);
+    // A navigation between the first render and this effect (a quick click) is not missed.
+    update();
     return () => {
       listeners.delete(update);
       removeEventListener('popstate', update);
@@ -70,6 +72,8 @@ export function useSearch(): URLSearchParams {
     const update = (): void => setSearchText(location.search);
     listeners.add(update);
     addEventListener('popstate', update);
+    // A navigation between the first render and this effect (a quick click) is not missed.
+    update();
     return () => {
       listeners.delete(update);
       removeEventListener('popstate', update);

@@ -79,6 +79,8 @@ for (const backend of appBackends()) {
       const invalid = await expect(200, call('POST', '/v1/policies/validate', { body: { source: 'version: 1\naction_classes: 7\n' } }), 'validate a broken policy');
       t.equal(invalid.valid, false);
       await expect(200, call('PUT', '/v1/policies', { body: { source: policy.policy.source, format: policy.policy.format } }), 'put policy');
+      await expect(200, call('GET', '/v1/policies/versions/1'), 'an older policy version');
+      await expect(404, call('GET', '/v1/policies/versions/999'), 'a version that does not exist');
 
       // Evaluate: allow (wire form and agent form), deny, hold, escalate, on the canonical path and its aliases.
       const allowed = await expect(200, call('POST', '/v1/evaluate', { body: demo }), 'evaluate allow');
@@ -147,6 +149,10 @@ for (const backend of appBackends()) {
       await expect(200, call('POST', '/v1/audit/exports'), 'export the whole chain');
       await expect(200, call('POST', '/v1-audit/exports', { body: { from_sequence: 1, to_sequence: 3 } }), 'export a range');
       await expect(200, call('GET', '/v1/audit/keys'), 'audit keys');
+      await expect(200, call('GET', '/v1/audit/status'), 'audit status');
+      await expect(200, call('GET', '/v1/audit/status?from_sequence=1&to_sequence=2'), 'audit status of a range');
+      await expect(200, call('GET', '/v1/gates/readiness?window_days=7&quiet_days=3&expected=MISSING_PERMIT'), 'gate readiness');
+      await expect(400, call('GET', '/v1/gates/readiness?window_days=2&quiet_days=5'), 'quiet days beyond the window');
 
       // Error answers.
       await expect(401, call('GET', '/v1/permits', { token: null }), 'no credential');
