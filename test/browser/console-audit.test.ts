@@ -298,6 +298,10 @@ async function checkReadiness(t: Test, setup: Setup, desk: TestPage, backendInde
   t.equal(new URL(page.url()).searchParams.get('quiet_days'), '3', 'and not applied');
 }
 
+// A browser, an authority, a proxy and an identity provider, on both backends: longer than
+// .taprc's two minutes per file on a busy 2-core machine.
+t.setTimeout(6 * 60_000);
+
 if (!chromiumPath()) {
   t.comment(`the console's browser tests did not run: ${BROWSER_NOT_RUN_REASON}`);
 } else {

@@ -67,6 +67,10 @@ async function openKeysPage(tested: TestPage): Promise<void> {
   await tested.page.waitForURL(/\/console\/keys$/);
 }
 
+// A browser, an authority, a proxy and an identity provider, on both backends: longer than
+// .taprc's two minutes per file on a busy 2-core machine.
+t.setTimeout(6 * 60_000);
+
 if (!chromiumPath()) {
   t.comment(`the console's browser tests did not run: ${BROWSER_NOT_RUN_REASON}`);
 } else {

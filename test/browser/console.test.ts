@@ -21,6 +21,10 @@ import { BROWSER_NOT_RUN_REASON, chromiumPath, launchBrowser, newPage } from '..
 import { checkPage, evaluate, item, screenshot, sessionOf, signIn, wire, withConsole } from '../helpers/console-harness.js';
 import { call } from '../helpers/proxy-harness.js';
 
+// A browser, an authority, a proxy and an identity provider, on both backends: longer than
+// .taprc's two minutes per file on a busy 2-core machine.
+t.setTimeout(6 * 60_000);
+
 if (!chromiumPath()) {
   t.comment(`the console's browser tests did not run: ${BROWSER_NOT_RUN_REASON}`);
 } else {
@@ -97,6 +101,12 @@ if (!chromiumPath()) {
 
         const first = await newPage(browser);
         await signIn(setup, first, 'alice');
+        // The inbox is open; a new hold shows up in it without a reload.
+        const navigations: string[] = [];
+        first.page.on('framenavigated', (frame) => navigations.push(frame.url()));
+        const held = await evaluate(setup, 'bob', wire(60_000));
+        await item(first.page, held.approval_request_id as string).waitFor();
+        t.same(navigations, [], 'a new request appears in the open inbox without a reload');
         await item(first.page, id).getByTestId('approve').click();
         await first.page.getByTestId('vote-outcome').first().waitFor();
         t.match(await first.page.getByTestId('vote-outcome').first().textContent(), /pending/i, 'one vote of the two needed leaves it pending');

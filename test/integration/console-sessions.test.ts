@@ -85,6 +85,23 @@ for (const backend of appBackends()) {
     ),
   );
 
+  t.test(`over TLS the session cookie is Secure and __Host- prefixed, on ${backend.name}`, (t) =>
+    withTestAuthority(
+      t,
+      backend,
+      async (authority) => {
+        const key = await authority.key(['approvals:read']);
+        const response = await authority.app.inject({ method: 'POST', url: SIGN_IN, headers: { ...authority.bearer(key), 'x-forwarded-proto': 'https' } });
+        t.equal(response.statusCode, 200);
+        const setCookie = String([response.headers['set-cookie']].flat()[0]);
+        t.match(setCookie, /^__Host-countersign_session=[A-Za-z0-9_-]{43}; Path=\/; Max-Age=\d+; HttpOnly; SameSite=Strict; Secure$/);
+        const cookie = setCookie.split(';')[0] as string;
+        t.equal((await authority.app.inject({ method: 'GET', url: '/v1/approvals', headers: { cookie } })).statusCode, 200, 'and the API accepts it');
+      },
+      { console: { api_key_sign_in: true }, trust_proxy: true },
+    ),
+  );
+
   t.test(`console sign-in with an API key is off by default, on ${backend.name}`, (t) =>
     withTestAuthority(t, backend, async (authority) => {
       const response = await authority.app.inject({ method: 'POST', url: SIGN_IN, headers: authority.bearer(authority.acmeAdmin) });
