@@ -12,6 +12,8 @@
  *                                                   (the engine of proxy/forward.ts)
  *   node test/bench/bench-servers.mjs naive         the naive gate: jose jwtVerify, Redis SET NX, then
  *                                                   forward with the classic http-proxy
+ *   node test/bench/bench-servers.mjs composed-floor  the floor's parts alone: the proxy's Ed25519 verify,
+ *                                                   Redis SET NX, the undici-dispatch forward
  *
  * The configuration comes as one JSON line on stdin (it may hold an API key, which must not show
  * in `ps`); the child listens on a free loopback port and answers one JSON line on stdout,
