@@ -161,7 +161,7 @@ export async function escalationItem(
   };
 }
 
-/** The pending approval requests; none, with a notice, when this session may not read them. */
+/** The pending approval requests; none, with a notice, when the signed-in person may not read them. */
 async function pendingApprovals(session: SignedInSession, notices: string[], signal: AbortSignal): Promise<ApprovalItem[]> {
   if (!session.permissions.includes('approvals:read') && !session.permissions.includes('approvals:write')) {
     notices.push('Approval requests are not shown: they need the approvals:read permission.');

@@ -48,38 +48,34 @@ export function navigate(path: string, options: { replace?: boolean } = {}): voi
   for (const listener of listeners) listener();
 }
 
-/** The current page's name, kept in step with navigation and the back/forward buttons. */
-export function useRoute(): RouteName {
-  const [route, setRoute] = useState<RouteName>(() => routeOf(location.pathname));
+/**
+ * A value read from the location, read again after every `navigate` and back/forward. It is also
+ * read once the listeners are in, so a navigation between the first render and the effect (a quick
+ * click) is not missed.
+ */
+function useLocation<T>(read: () => T): T {
+  const [value, setValue] = useState<T>(read);
   useEffect(() => {
-    const update = (): void => setRoute(routeOf(location.pathname));
+    const update = (): void => setValue(() => read());
     listeners.add(update);
     addEventListener('popstate', update);
-    // A navigation between the first render and this effect (a quick click) is not missed.
     update();
     return () => {
       listeners.delete(update);
       removeEventListener('popstate', update);
     };
   }, []);
-  return route;
+  return value;
 }
 
-/** The query string: a page's own state, kept in step with `navigate` and the back/forward buttons. */
+/** The current page's name. */
+export function useRoute(): RouteName {
+  return useLocation(() => routeOf(location.pathname));
+}
+
+/** The query string: a page's own state. */
 export function useSearch(): URLSearchParams {
-  const [search, setSearchText] = useState(() => location.search);
-  useEffect(() => {
-    const update = (): void => setSearchText(location.search);
-    listeners.add(update);
-    addEventListener('popstate', update);
-    // A navigation between the first render and this effect (a quick click) is not missed.
-    update();
-    return () => {
-      listeners.delete(update);
-      removeEventListener('popstate', update);
-    };
-  }, []);
-  return new URLSearchParams(search);
+  return new URLSearchParams(useLocation(() => location.search));
 }
 
 /**

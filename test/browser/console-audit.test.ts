@@ -224,10 +224,13 @@ async function checkEvaluations(t: Test, setup: Setup, desk: TestPage, story: St
   await page.goBack();
   await page.getByTestId('permit-story').waitFor({ state: 'detached' });
   await page.locator(`[data-testid="recent-permit"][data-id="${story.permitId}"]`).waitFor();
-  t.pass('back: no story, the recent permits instead, this one among them');
+  t.equal(new URL(page.url()).searchParams.get('permit'), null, 'back: the permit is out of the query string');
+  t.equal(await page.getByTestId('permit-story').count(), 0, 'no story is shown');
+  t.equal(await page.locator(`[data-testid="recent-permit"][data-id="${story.permitId}"]`).count(), 1, 'the recent permits instead, this one among them');
   await page.locator(`[data-testid="recent-permit"][data-id="${story.permitId}"] a`).click();
   await page.locator(`[data-testid="permit-story"][data-permit="${story.permitId}"]`).waitFor();
-  t.pass('a recent permit opens its story');
+  t.equal(new URL(page.url()).searchParams.get('permit'), story.permitId, 'a recent permit opens its story, named in the query string');
+  t.equal(await page.getByTestId('story-step').count(), 5, 'with its five steps');
   await page.getByRole('navigation').getByRole('link', { name: 'Permits and audit' }).click();
   await page.getByTestId('permit-story').waitFor({ state: 'detached' });
   t.equal(new URL(page.url()).search, '', 'the header’s link to the page clears the story');

@@ -19,7 +19,7 @@ export function SwitchRoute({ route, ready }: { route: string | null; ready: boo
         In the proxy’s configuration (<code>proxy.yaml</code>, or <code>countersignProxy.routes</code> in the application chart’s values), set this route’s{' '}
         <code>mode</code> to <code>enforce</code>, and keep its other keys (<code>match</code>, <code>action_type</code>, <code>facts</code>) as they are:
       </p>
-      <pre class="switch-snippet" data-testid="switch-snippet" data-route={route}>
+      <pre class="command" data-testid="switch-snippet" data-route={route}>
         <code>{switchSnippet(route)}</code>
       </pre>
       <p class="hint">
