@@ -12,8 +12,9 @@
  *   @NODE_OPTIONS  the authority's Node flags for that entry (default: none, as in the evaluate bench)
  *
  * Environment: BENCH_ROUNDS (3), BENCH_SECONDS (4), BENCH_WARMUP_SECONDS (1), BENCH_CONCURRENCY
- * (32), BENCH_RATE (500), and DATABASE_URL / REDIS_URL (else a throwaway Postgres and
- * redis-server, as `npm test` starts them).
+ * (32), BENCH_RATE (500), BENCH_CPU_PROFILE=DIR (a CPU profile of each build's authority, the last
+ * round's, in DIR/LABEL/authority.cpuprofile), and DATABASE_URL / REDIS_URL (else a throwaway
+ * Postgres and redis-server, as `npm test` starts them).
  *
  * Each build gets a database of its own, migrated by its own authority on its first start, with one
  * organization (admin key, the example policy) created through that build's dist/ modules, so a
@@ -65,10 +66,13 @@ async function organizationOf(entry) {
   }
 }
 
+const PROFILE_DIR = process.env.BENCH_CPU_PROFILE || undefined;
+
 /** One run of one build: its authority started afresh, the closed loop, then the open loop. */
 async function measure(entry, round, redisUrl) {
   const authority = await startEvaluateAuthority({
     databaseUrl: entry.database.url, redisUrl, dir: entry.dir, cli: entry.cli, nodeOptions: entry.nodeOptions, secrets: entry.secrets,
+    cpuProfileDir: PROFILE_DIR && join(PROFILE_DIR, entry.label),
   });
   const pool = evaluatePool(authority.url, CONCURRENCY);
   try {
