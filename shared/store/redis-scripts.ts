@@ -7,6 +7,7 @@
  * is off cannot move the epoch, and a deadline is compared with the clock of the server that
  * would write.
  */
+import { createHash } from 'node:crypto';
 
 /** Redis `TIME` in whole milliseconds. Shared prelude of the scripts that read the clock. */
 const NOW_MS = `
@@ -72,6 +73,9 @@ if #KEYS > 3 then
 end
 return {1, ''}
 `;
+
+/** The consume script's SHA-1, by which Redis knows it (EVALSHA in a pipeline). */
+export const CONSUME_SCRIPT_SHA = createHash('sha1').update(CONSUME_SCRIPT).digest('hex');
 
 /**
  * Undoes one consume that could not be made durable. KEYS: marker, optionally the stream.

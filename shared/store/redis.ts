@@ -30,7 +30,8 @@
  *   await store.close();
  */
 import { randomBytes } from 'node:crypto';
-import { ENSURE_EPOCH_SCRIPT, CONSUME_SCRIPT, RELEASE_SCRIPT, TAKE_TOKEN_SCRIPT } from './redis-scripts.js';
+import { acknowledgementError, addAcknowledgement, type AcknowledgementPlan } from './redis-acknowledgement.js';
+import { ENSURE_EPOCH_SCRIPT, CONSUME_SCRIPT, CONSUME_SCRIPT_SHA, RELEASE_SCRIPT, TAKE_TOKEN_SCRIPT } from './redis-scripts.js';
 import { checkDurabilityOf, createRedisClient, measureClockOffset, primariesOf } from './redis-topology.js';
 import type { DurabilityPlan, RedisClient, RedisTopology } from './redis-topology.js';
 import { StoreError, checkCount, checkFields, checkTtl } from './store-errors.js';
@@ -165,11 +166,14 @@ export class RedisStore implements SharedStore {
         nonce,
         ...(record ? Object.entries(record.fields).flat() : []),
       ];
-      const [code, recordId] = await client.countersignConsume(keys.length, ...keys, ...args);
+      const plan = await this.#durabilityPlan(client);
+      const ackDeadlineMs = startedMs + timeoutMs * 0.9;
+      const { reply, notDurable } = await this.#consumeAndAcknowledge(client, plan, keys, args, marker, ackDeadlineMs);
+      const [code, recordId] = reply;
       if (code === -3) throw new StoreError('STORE_UNAVAILABLE', 'Redis answered after the consume deadline; nothing was consumed');
       if (code !== 1) return code === -2 ? 'state_reset' : code === -1 ? 'revoked' : 'already_used';
       try {
-        await this.#awaitDurable(client, marker, startedMs + timeoutMs * 0.9);
+        if (notDurable !== undefined) throw notDurable;
         if (abandoned) throw new StoreError('STORE_UNAVAILABLE', 'the consume completed after its caller gave up');
       } catch (error) {
         // Undo exactly this consume, so the refused request leaves its permit usable and no
@@ -323,26 +327,61 @@ export class RedisStore implements SharedStore {
    * connection) or rejects with STORE_NOT_DURABLE by `deadlineMs`.
    */
   async #awaitDurable(client: Client, key: string, deadlineMs: number): Promise<void> {
-    if (this.durability === 'none') return;
+    const plan = await this.#durabilityPlan(client);
+    if (plan === null) return;
+    // A pipeline with a keyed command goes to the node of that key's slot (in a cluster too).
+    const pipeline = client.pipeline().exists(key);
+    addAcknowledgement(pipeline, plan, deadlineMs);
+    const replies = await pipeline.exec();
+    const notDurable = acknowledgementError(plan, replies?.[1]);
+    if (notDurable) throw notDurable;
+  }
+
+  /**
+   * The consume script and, when the durability mode asks for one, its acknowledgement, in ONE
+   * pipeline: one round trip instead of two. The script goes as a plain EVALSHA so that the
+   * acknowledgement surely follows it on the connection; only when the server does not know the
+   * script (a new server, SCRIPT FLUSH) does it go the two-step way, loading it with EVAL first.
+   * `notDurable` says why a consume that happened was not acknowledged.
+   */
+  async #consumeAndAcknowledge(
+    client: Client,
+    plan: AcknowledgementPlan | null,
+    keys: string[],
+    args: string[],
+    marker: string,
+    ackDeadlineMs: number,
+  ): Promise<{ reply: [number, string]; notDurable?: unknown }> {
+    if (plan === null) return { reply: await client.countersignConsume(keys.length, ...keys, ...args) };
+    const pipeline = client.pipeline().call('EVALSHA', CONSUME_SCRIPT_SHA, String(keys.length), ...keys, ...args);
+    addAcknowledgement(pipeline, plan, ackDeadlineMs);
+    const replies = (await pipeline.exec()) ?? [];
+    const [scriptError, reply] = replies[0] ?? [new Error('no reply')];
+    if (scriptError === null) {
+      const notDurable = acknowledgementError(plan, replies[1]);
+      return { reply: reply as [number, string], ...(notDurable ? { notDurable } : {}) };
+    }
+    if (!/NOSCRIPT/.test(scriptError.message)) throw scriptError;
+    const loaded = await client.countersignConsume(keys.length, ...keys, ...args);
+    if (loaded[0] !== 1) return { reply: loaded };
+    try {
+      await this.#awaitDurable(client, marker, ackDeadlineMs);
+      return { reply: loaded };
+    } catch (error) {
+      return { reply: loaded, notDurable: error };
+    }
+  }
+
+  /** What acknowledges a write in this durability mode (null: nothing to wait for), read from the servers once. */
+  async #durabilityPlan(client: Client): Promise<AcknowledgementPlan | null> {
+    if (this.durability === 'none') return null;
     this.#plan ??= checkDurabilityOf(client, this.durability);
     const plan = await this.#plan.catch((error: unknown) => {
       this.#plan = undefined;
       throw error;
     });
     if (!plan.ok) throw new StoreError('STORE_NOT_DURABLE', `durability ${plan.durability} cannot be kept: ${plan.detail}`);
-    if (plan.wait === 'none') return;
-    const waitMs = Math.max(1, Math.floor(deadlineMs - Date.now()));
-    // A pipeline with a keyed command goes to the node of that key's slot (in a cluster too).
-    const pipeline = client.pipeline().exists(key);
-    if (plan.wait === 'waitaof') pipeline.call('WAITAOF', '1', '0', String(waitMs));
-    else pipeline.call('WAIT', '1', String(waitMs));
-    const replies = await pipeline.exec();
-    const [error, reply] = replies?.[1] ?? [new Error('no reply')];
-    if (error) throw new StoreError('STORE_NOT_DURABLE', `the ${plan.wait} acknowledgement failed: ${error.message}`, { cause: error });
-    const acknowledged = Array.isArray(reply) ? Number(reply[0]) : Number(reply);
-    if (!(acknowledged >= 1)) {
-      throw new StoreError('STORE_NOT_DURABLE', `the write was not acknowledged as durable (${plan.durability}) in time`);
-    }
+    return plan.wait === 'none' ? null : (plan as AcknowledgementPlan);
   }
 
   /** Redis's clock relative to ours, measured on first use and again every 30 s. */

@@ -14,6 +14,7 @@ import type { SharedStore } from '../../shared/store/types.js';
 import { permitStoreKey, replayEpochKey, verificationStream } from '../../shared/permits/store-keys.js';
 import { REDIS_NOT_RUN_REASON, deleteKeys, redisUrl, uniquePrefix } from '../helpers/redis.js';
 import { startRedisProcess } from '../helpers/redis-process.js';
+import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { createStoreMetrics } from '../../shared/metrics.js';
 import { DEFAULT_STORE_SETTINGS } from '../../shared/store/config.js';
@@ -151,6 +152,36 @@ t.test('durability aof (appendfsync always): a consume and its record survive SI
   t.equal(await store.consumePermit(key('a'), TTL_MS, record('a'), fenced(epoch)), 'already_used', 'the replay is refused as a replay');
 });
 
+t.test('durability replica: the consume and its acknowledgement go in one pipeline; after SCRIPT FLUSH the script is loaded again', async (t) => {
+  const primary = await startRedisProcess(t, { persistence: 'none' });
+  if (!primary) return;
+  const replica = await startRedisProcess(t, { persistence: 'none', args: ['--replicaof', '127.0.0.1', String(primary.port)] });
+  if (!replica) return;
+  const calls = await commandCounter(t, primary.url);
+  await calls.untilReplicaConnected();
+  const store = redisStore(t, { url: primary.url, durability: 'replica' });
+  t.ok((await store.checkDurability()).ok, 'the store can keep replica');
+  const epoch = await store.ensureEpoch(EPOCH_KEY);
+  t.equal(await store.consumePermit(key('first'), TTL_MS, record('first'), fenced(epoch)), 'consumed', 'the first consume on a new server: the script is unknown there, so it is loaded');
+
+  const before = await calls();
+  for (const jti of ['a', 'b', 'c']) t.equal(await store.consumePermit(key(jti), TTL_MS, record(jti), fenced(epoch)), 'consumed');
+  const pipelined = await calls();
+  t.equal(pipelined('wait') - before('wait'), 3, 'one acknowledgement per consume');
+  t.equal(pipelined('evalsha') - before('evalsha'), 3, 'the script by its SHA-1, in the acknowledgement\'s pipeline');
+  // The script's own revocation check is an EXISTS; the two-step way sent one more per consume,
+  // ahead of the acknowledgement, to route it to the key's server.
+  t.equal(pipelined('exists') - before('exists'), 3, 'no EXISTS besides the script\'s: the acknowledgement rode with the script');
+
+  t.equal(await primary.command('SCRIPT', 'FLUSH'), '+OK');
+  t.equal(await store.consumePermit(key('d'), TTL_MS, record('d'), fenced(epoch)), 'consumed', 'consumed after the flush');
+  const reloaded = await calls();
+  t.equal(reloaded('eval') - pipelined('eval'), 1, 'the script was sent in full once');
+  t.ok(reloaded('wait') - pipelined('wait') >= 1, 'the loaded script\'s write was acknowledged');
+  t.equal(await store.countRecords(STREAM), 5, 'one record per use');
+  t.equal(await store.consumePermit(key('d'), TTL_MS, record('d'), fenced(epoch)), 'already_used', 'the replay is refused');
+});
+
 t.test('the start check: a store without AOF or replicas cannot keep aof or replica', async (t) => {
   const redis = await startRedisProcess(t, { persistence: 'none' });
   if (!redis) return;
@@ -204,3 +235,26 @@ t.test('openCheckedStore: refuses to enforce on a store that cannot keep aof, un
   t.equal(kept.established, 1, 'a Redis with appendfsync always keeps aof');
   t.equal(kept.store.kind, 'redis');
 });
+
+/**
+ * Reads Redis's per-command call counts (INFO commandstats) over a connection of its own;
+ * `untilReplicaConnected` waits (bounded) until the server's replica is in sync (`state=online`).
+ */
+async function commandCounter(t: Test, url: string) {
+  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  t.teardown(() => client.disconnect());
+  await client.connect();
+  const calls = async () => {
+    const info = await client.info('commandstats');
+    return (command: string) => Number(new RegExp(`^cmdstat_${command}:calls=(\\d+)`, 'm').exec(info)?.[1] ?? 0);
+  };
+  return Object.assign(calls, {
+    async untilReplicaConnected(): Promise<void> {
+      for (let attempt = 0; attempt < 200; attempt++) {
+        if (/^slave0:.*state=online/m.test(await client.info('replication'))) return;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      throw new Error('the replica did not connect');
+    },
+  });
+}
