@@ -15,6 +15,7 @@ import type { Logger } from 'pino';
 import type { SharedStore } from '../shared/store/types.js';
 import { apiKeyRoutes } from './api-keys/routes.js';
 import { auditRoutes } from './audit/routes.js';
+import { authzenRoutes } from './authzen/routes.js';
 import { approvalRoutes } from './approvals/routes.js';
 import { createAuthenticator } from './auth/authenticate.js';
 import { consoleRoutes } from './console/routes.js';
@@ -134,6 +135,7 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
   policyRoutes(app, { ...deps, credentials });
   const epochs = new ReplayEpochs(deps.store, deps.logger, { onReset: () => deps.metrics.store.stateResets.inc() });
   evaluateRoutes(app, { ...deps, writer, epochs });
+  authzenRoutes(app, { ...deps, writer, epochs, limiter });
   permitRoutes(app, { ...deps, keyResolver });
   verifyRoutes(app, { ...deps, keyResolver });
   effectRoutes(app, deps);

@@ -15,8 +15,9 @@ export const ConsoleConfig = z
     enabled: z.boolean().default(true),
     /**
      * Where people open the authority, without /console (https://countersign.example.com): the
-     * identity provider sends them back to <public_url>/console/sign-in/callback. Unset: each
-     * request's own scheme and Host (behind a proxy, set trust_proxy).
+     * identity provider sends them back to <public_url>/console/sign-in/callback, and the AuthZEN
+     * discovery document names its endpoints under it. Unset: each request's own scheme and Host
+     * (behind a proxy, set trust_proxy).
      */
     public_url: z.url().optional(),
     /**

@@ -16,6 +16,7 @@ import { consoleSessionToken, type Authenticator } from '../auth/authenticate.js
 import { identityOf } from '../auth/identity.js';
 import type { Principal } from '../auth/principal.js';
 import type { AuthorityConfig } from '../config.js';
+import { publicOrigin } from '../http/public-origin.js';
 import { findOrganization } from '../orgs/organizations.js';
 import type { RateLimiter } from '../ratelimit/limiter.js';
 import type { SecretBox } from '../signing/secret-box.js';
@@ -59,8 +60,7 @@ export function consoleRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): voi
   let files: ConsoleFiles | null | undefined = deps.consoleFiles;
 
   const secure = (request: FastifyRequest) => request.protocol === 'https';
-  const publicOrigin = (request: FastifyRequest) => config.console.public_url?.replace(/\/+$/, '') ?? `${request.protocol}://${request.host}`;
-  const redirectUri = (request: FastifyRequest) => `${publicOrigin(request)}${CALLBACK_PATH}`;
+  const redirectUri = (request: FastifyRequest) => `${publicOrigin(config, request)}${CALLBACK_PATH}`;
 
   const sessionCookie = (request: FastifyRequest, token: string, maxAgeSeconds: number) =>
     setCookieHeader(secure(request) ? SECURE_SESSION_COOKIE : SESSION_COOKIE, token, { secure: secure(request), sameSite: 'Strict', path: '/', maxAgeSeconds });

@@ -5,9 +5,14 @@
  * nothing is stored and the caller gets 503 `audit_unavailable` (the signed token is discarded,
  * so no permit exists anywhere).
  *
+ * Other front doors decide through this same core. The AuthZEN facade (authority/authzen/) passes
+ * `{ permit: 'never', via: 'authzen' }`: the same policy, approvals, idempotency and audit, and on
+ * allow no permit.
+ *
  * @example
  *   const response = await evaluateAction(deps, principal, request, httpRequestId);
  *   response.decision; // 'allow'
+ *   await evaluateAction(deps, principal, request, httpRequestId, { permit: 'never', via: 'authzen' });
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { canonicalJson } from '../../shared/canonical-json.js';
@@ -47,6 +52,20 @@ export interface EvaluateDeps {
   epochs: Pick<ReplayEpochs, 'ensure'>;
 }
 
+/** The front door an evaluation came through, recorded as `via` in its evaluation.decided event. */
+export type EvaluationChannel = 'evaluate' | 'authzen';
+
+export interface EvaluateOptions {
+  /**
+   * `on_allow` (default): a live allow whose action class requires a permit gets one. `never`:
+   * decide, record and open human approvals exactly as always, but sign no permit; the answer says
+   * `permit_status: not_issued`. Not `shadow`: a shadow evaluation opens no approval request.
+   */
+  permit?: 'on_allow' | 'never';
+  /** Recorded in evaluation.decided; `evaluate` unless given. */
+  via?: EvaluationChannel;
+}
+
 class DuplicateRequestId extends Error {}
 
 /** boundFacts, with a fact that has no canonical form reported as the caller's 400. */
@@ -77,9 +96,16 @@ function noPolicyDecision(): PolicyDecision {
   };
 }
 
-function fingerprint(request: EvaluateWireRequest): string {
+/**
+ * What a request_id is bound to. An evaluation that may not carry a permit is a different request
+ * from one that may, so a request_id cannot cross between them: a permit-less answer is never
+ * replayed to an evaluate caller, nor the reverse (409). The field is left out otherwise, so the
+ * fingerprints of evaluations stored before it existed stay the same.
+ */
+function fingerprint(request: EvaluateWireRequest, options: EvaluateOptions): string {
   const { action_type, actor_id, context, shadow } = request;
-  return createHash('sha256').update(canonicalJson({ action_type, actor_id, context, shadow: shadow === true })).digest('hex');
+  const withheld = options.permit === 'never' ? { permit: 'never' } : {};
+  return createHash('sha256').update(canonicalJson({ action_type, actor_id, context, shadow: shadow === true, ...withheld })).digest('hex');
 }
 
 export async function evaluateAction(
@@ -87,13 +113,14 @@ export async function evaluateAction(
   principal: Principal,
   request: EvaluateWireRequest,
   httpRequestId: string,
+  options: EvaluateOptions = {},
 ): Promise<EvaluateResponse> {
   try {
-    return await evaluateOnce(deps, principal, request, httpRequestId);
+    return await evaluateOnce(deps, principal, request, httpRequestId, options);
   } catch (error) {
     // A concurrent evaluation used a presented approval for its permit first. Evaluating again
     // reports that approval as APPROVAL_ALREADY_USED (a deny, when the action needs a human).
-    if (error instanceof ApprovalAlreadyUsedError) return evaluateOnce(deps, principal, request, httpRequestId);
+    if (error instanceof ApprovalAlreadyUsedError) return evaluateOnce(deps, principal, request, httpRequestId, options);
     throw error;
   }
 }
@@ -103,6 +130,7 @@ async function evaluateOnce(
   principal: Principal,
   request: EvaluateWireRequest,
   httpRequestId: string,
+  options: EvaluateOptions,
 ): Promise<EvaluateResponse> {
   const started = process.hrtime.bigint();
   const org = principal.org;
@@ -123,10 +151,10 @@ async function evaluateOnce(
   const bound = decided.permit.bind.length > 0 ? bind(request, decided.permit.bind) : { facts, keys: boundKeys };
   const binding = decided.permit.bind.length > 0 ? bindingHash(org.id, bound.facts) : approvalContext.bindingHash;
   const mode = request.shadow === true ? 'shadow' : decided.mode;
-  const issuesPermit = decided.decision === 'allow' && decided.permit.required && mode === 'live';
+  const issuesPermit = decided.decision === 'allow' && decided.permit.required && mode === 'live' && options.permit !== 'never';
 
   const evaluationId = randomUUID();
-  const print = fingerprint(request);
+  const print = fingerprint(request, options);
   let permit: { id: string; token: string; kid: string; expiresAt: Date } | null = null;
   if (issuesPermit) {
     let epochMs: number;
@@ -165,7 +193,7 @@ async function evaluateOnce(
       id: permit.id, orgId: org.id, evaluationId, requestId, actionType: request.action_type, actorId: request.actor_id,
       bindingHash: binding, boundFacts: bound.facts, kid: permit.kid, issuedAt: now, expiresAt: permit.expiresAt,
     },
-    events: auditEventsFor({ principal, request, requestId, evaluationId, decided, mode, binding, boundKeys: bound.keys, approvals: approvals.statuses, permit, now }),
+    events: auditEventsFor({ principal, request, requestId, evaluationId, decided, mode, binding, boundKeys: bound.keys, approvals: approvals.statuses, permit, via: options.via ?? 'evaluate', now }),
   });
 
   // A hold or escalate opens a human approval, and a permit backed by approvals uses them up: both
@@ -246,11 +274,12 @@ interface EvaluationFacts {
   boundKeys: string[];
   approvals: ApprovalStatus[];
   permit: { id: string; kid: string; expiresAt: Date } | null;
+  via: EvaluationChannel;
   now: Date;
 }
 
 /** evaluation.decided, and permit.issued when a permit was signed. */
-function auditEventsFor({ principal, request, requestId, evaluationId, decided, mode, binding, boundKeys, approvals, permit, now }: EvaluationFacts): NewAuditEvent[] {
+function auditEventsFor({ principal, request, requestId, evaluationId, decided, mode, binding, boundKeys, approvals, permit, via, now }: EvaluationFacts): NewAuditEvent[] {
   const common = { orgId: principal.org.id, requestId, credential: principal.credential, occurredAt: now };
   const events: NewAuditEvent[] = [
     {
@@ -273,6 +302,8 @@ function auditEventsFor({ principal, request, requestId, evaluationId, decided, 
         bound_facts: boundKeys,
         approvals,
         permit_id: permit?.id ?? null,
+        permit_status: permit ? 'present' : 'not_issued',
+        via,
       },
     },
   ];

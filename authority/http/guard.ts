@@ -13,12 +13,12 @@
  * It runs before the body is parsed or validated, so nothing about a route's input is revealed to
  * a caller who may not use it.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { CountersignError } from '../../shared/errors.js';
 import type { Authenticator } from '../auth/authenticate.js';
 import type { AuthorityMetrics } from '../metrics.js';
 import type { RateDecision, RateLimiter } from '../ratelimit/limiter.js';
-import { DEFAULT_LIMIT } from './route-access.js';
+import { DEFAULT_LIMIT, type RateLimitPolicy } from './route-access.js';
 
 export interface GuardOptions {
   authenticate: Authenticator;
@@ -92,16 +92,28 @@ export function installGuard(app: FastifyInstance, { authenticate, limiter, metr
     } catch (error) {
       throw new CountersignError('service_unavailable', 'the rate-limit store is not reachable', { cause: error });
     }
-    reply.header('x-ratelimit-limit', String(decision.limit));
-    reply.header('x-ratelimit-remaining', String(decision.remaining));
-    reply.header('x-ratelimit-reset', String(Math.ceil(decision.resetAtMs / 1000)));
-    if (!decision.allowed) {
-      metrics.rateLimited.inc({ bucket: rateLimit.bucket });
-      const seconds = String(Math.max(1, Math.ceil(decision.retryAfterMs / 1000)));
-      throw new CountersignError(rateLimit.exceeded, `rate limit of ${decision.limit} requests per minute exceeded`, {
-        retryAfterMs: rateLimit.exceeded === 'unavailable' ? decision.retryAfterMs : undefined,
-        headers: { 'retry-after': seconds },
-      });
-    }
+    setRateLimitHeaders(reply, decision);
+    if (!decision.allowed) throw rateLimitExceeded(decision, rateLimit, metrics);
+  });
+}
+
+/** `X-RateLimit-Limit/Remaining/Reset` from the latest draw on the organization's bucket. */
+export function setRateLimitHeaders(reply: FastifyReply, decision: RateDecision): void {
+  reply.header('x-ratelimit-limit', String(decision.limit));
+  reply.header('x-ratelimit-remaining', String(decision.remaining));
+  reply.header('x-ratelimit-reset', String(Math.ceil(decision.resetAtMs / 1000)));
+}
+
+/**
+ * The 429 of an organization's empty bucket (counted): the route's code, `retry_after_ms` with
+ * `unavailable`, and `Retry-After`. Also for routes that draw more than the guard's one token (a
+ * batch of AuthZEN evaluations draws one per evaluation).
+ */
+export function rateLimitExceeded(decision: RateDecision, rateLimit: RateLimitPolicy, metrics: AuthorityMetrics): CountersignError {
+  metrics.rateLimited.inc({ bucket: rateLimit.bucket });
+  const seconds = String(Math.max(1, Math.ceil(decision.retryAfterMs / 1000)));
+  return new CountersignError(rateLimit.exceeded, `rate limit of ${decision.limit} requests per minute exceeded`, {
+    retryAfterMs: rateLimit.exceeded === 'unavailable' ? decision.retryAfterMs : undefined,
+    headers: { 'retry-after': seconds },
   });
 }

@@ -32,7 +32,7 @@ t.test('docs/api.md is the reference rendered from the OpenAPI document', async 
       t.match(rendered, `| \`${code}\` |`, `the catalogue lists ${code}`);
     }
     t.match(rendered, '| `POST /v1/verify-permit` | `/v1-verify-permit`, `/functions/v1/v1-verify-permit` |', 'the alias table');
-    for (const example of ['/v1/evaluate -H', '/v1/verify-permit -H', '/resolve -H', '/v1/api-keys -H', '/v1/audit/exports -H']) {
+    for (const example of ['/v1/evaluate -H', '/access/v1/evaluation -H', '/v1/verify-permit -H', '/resolve -H', '/v1/api-keys -H', '/v1/audit/exports -H']) {
       t.match(rendered, example, `a curl example calls ${example.split(' ')[0]}`);
     }
   });

@@ -32,6 +32,19 @@ const EXAMPLES: Readonly<Record<string, string>> = {
        "context": {"environment": "production", "amount_usd": 500, "account_code": "OPS-001"}}'`,
   resolveApproval: `curl -s -X POST ${BASE}/v1/approvals/$APPROVAL_ID/resolve -H "Authorization: Bearer $APPROVER_KEY" \\
   -H 'Content-Type: application/json' -d '{"decision": "approve", "note": "checked with treasury"}'`,
+  accessEvaluation: `curl -s ${BASE}/access/v1/evaluation -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' \\
+  -d '{"subject": {"type": "service", "id": "finance-bot"}, "action": {"name": "payments.wire"},
+       "resource": {"type": "payee", "id": "acme-supplies"},
+       "context": {"environment": "production", "amount_usd": 500, "account_code": "OPS-001"}}'
+# {"decision": true, "context": {"decision": "allow", "reason_codes": ["AMOUNT_WITHIN_LIMIT"], "evaluation_id": "…", …}}`,
+  accessEvaluations: `curl -s ${BASE}/access/v1/evaluations -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' \\
+  -d '{"subject": {"type": "service", "id": "finance-bot"}, "action": {"name": "payments.wire"},
+       "context": {"environment": "production", "amount_usd": 500, "account_code": "OPS-001"},
+       "options": {"evaluations_semantic": "deny_on_first_deny"},
+       "evaluations": [{"resource": {"type": "payee", "id": "acme-supplies"}},
+                       {"resource": {"type": "payee", "id": "globex-ltd"}}]}'
+# {"evaluations": [{"decision": true, "context": {…}}, {"decision": true, "context": {…}}]}`,
+  getAuthzenConfiguration: `curl -s ${BASE}/.well-known/authzen-configuration`,
   createApiKey: `curl -s ${BASE}/v1/api-keys -H "Authorization: Bearer $ADMIN_KEY" -H 'Content-Type: application/json' \\
   -d '{"name": "payments gate", "scopes": ["verify:execute"], "allowed_cidrs": ["10.0.0.0/8"]}'`,
   exportAuditBundle: `curl -s -X POST ${BASE}/v1/audit/exports -H "Authorization: Bearer $AUDITOR_KEY" > bundle.json
@@ -191,7 +204,7 @@ function introduction(document: Json): string[] {
     '',
     `**Base URL.** ${code(BASE)} with the default configuration (\`listen\` in \`config/authority.yaml\`). Request and response bodies are JSON (\`Content-Type: application/json\`, at most 64 KiB). Every answer carries \`X-Request-ID\`: yours when you send a sane one, else a fresh UUID.`,
     '',
-    '**Authentication.** Send `Authorization: Bearer <credential>`, where the credential is an API key (`ask_live_…` or `ask_test_…`) or a user JWT from the configured identity provider. The deprecated `X-Service-Key: <API key>` header still works while `auth.x_service_key.enabled` is true, and its answers carry `Deprecation: true`. Only `/healthz`, `/readyz` and `/openapi.json` need no credential. Everything else is confined to the credential\'s organization: another organization\'s resources are not found (404).',
+    '**Authentication.** Send `Authorization: Bearer <credential>`, where the credential is an API key (`ask_live_…` or `ask_test_…`) or a user JWT from the configured identity provider. The deprecated `X-Service-Key: <API key>` header still works while `auth.x_service_key.enabled` is true, and its answers carry `Deprecation: true`. Only `/healthz`, `/readyz`, `/openapi.json` and the AuthZEN discovery document `/.well-known/authzen-configuration` need no credential. Everything else is confined to the credential\'s organization: another organization\'s resources are not found (404).',
     '',
     'Each operation names the permission it needs (**Access**); one of those listed suffices. An API key holds the scopes it was created with; a user token holds the permissions of its role:',
     '',

@@ -55,6 +55,8 @@ interface Endpoint {
 }
 
 const demo = { action_type: 'demo.echo', actor_id: 'demo-agent', context: { environment: 'dev', target: { type: 'demo', id: 'matrix' } } };
+/** The same action as an AuthZEN access evaluation. */
+const authzenDemo = { subject: { type: 'agent', id: 'demo-agent' }, action: { name: 'demo.echo' }, resource: { type: 'demo', id: 'matrix' }, context: { environment: 'dev' } };
 const ENDPOINTS: Endpoint[] = [
   { method: 'GET', route: '/healthz', url: () => '/healthz', anyOf: null, success: 200 },
   { method: 'GET', route: '/readyz', url: () => '/readyz', anyOf: null, success: 200 },
@@ -69,6 +71,10 @@ const ENDPOINTS: Endpoint[] = [
   ...['/v1/evaluate', '/v1-evaluate', '/functions/v1/v1-evaluate'].map(
     (route): Endpoint => ({ method: 'POST', route, url: () => route, body: () => demo, anyOf: ['evaluate:write'], success: 200 }),
   ),
+  // AuthZEN (docs/api.md): the evaluations need what evaluate needs; discovery is public, like /openapi.json.
+  { method: 'POST', route: '/access/v1/evaluation', url: () => '/access/v1/evaluation', body: () => authzenDemo, anyOf: ['evaluate:write'], success: 200 },
+  { method: 'POST', route: '/access/v1/evaluations', url: () => '/access/v1/evaluations', body: () => ({ ...authzenDemo, evaluations: [{}, {}] }), anyOf: ['evaluate:write'], success: 200 },
+  { method: 'GET', route: '/.well-known/authzen-configuration', url: () => '/.well-known/authzen-configuration', anyOf: null, success: 200 },
   ...['/v1/verify-permit', '/v1-verify-permit', '/functions/v1/v1-verify-permit'].map(
     (route): Endpoint => ({ method: 'POST', route, url: () => route, body: (f) => ({ permit_token: f.permitToken, ...demo }), anyOf: ['verify:execute'], success: 200 }),
   ),

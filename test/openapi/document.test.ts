@@ -93,7 +93,7 @@ t.test('the document and the routes the app serves', async (t) => {
       t.match(operation, { operationId: String, summary: String, description: String, tags: [String] }, `${name} has an id, a summary, a description and a tag`);
       t.ok(tags.has(operation.tags[0]), `${name}'s tag is declared`);
       t.ok(Array.isArray(operation['x-required-scopes']), `${name} lists its required scopes`);
-      const publicRoute = ['/healthz', '/readyz', '/openapi.json'].includes(path);
+      const publicRoute = ['/healthz', '/readyz', '/openapi.json', '/.well-known/authzen-configuration'].includes(path);
       t.same(operation.security.length === 0, publicRoute, `${name} ${publicRoute ? 'needs no' : 'needs a'} credential`);
       const statuses = Object.keys(operation.responses);
       t.ok(statuses.some((status) => status.startsWith('2')), `${name} has a success answer`);
@@ -110,6 +110,11 @@ t.test('the document and the routes the app serves', async (t) => {
     t.same(evaluate['x-aliases'], ['/v1-evaluate', '/functions/v1/v1-evaluate']);
     t.same(evaluate['x-rate-limit'], { bucket: 'evaluate', exceeded: 'unavailable' });
     t.same(document.paths['/v1/permits'].get['x-rate-limit'], { bucket: 'api', exceeded: 'rate_limited' });
+    for (const path of ['/access/v1/evaluation', '/access/v1/evaluations']) {
+      t.same(document.paths[path].post['x-required-scopes'], ['evaluate:write'], `${path} needs what evaluate needs`);
+      t.same(document.paths[path].post['x-rate-limit'], { bucket: 'evaluate', exceeded: 'unavailable' }, `${path} draws from the evaluate bucket`);
+    }
+    t.same(document.paths['/.well-known/authzen-configuration'].get.security, [], 'the AuthZEN discovery document needs no credential');
     t.same(document.paths['/v1/policies'].get['x-required-scopes'], ['policy:read', 'policy:write'], 'a list of scopes means any one of them');
     t.same(document.paths['/v1/session'].get.security, [{ userToken: [] }], 'the session is for user tokens');
     t.same(document.paths['/v1/escalations'].post['x-required-scopes'], [], 'any credential creates an escalation');

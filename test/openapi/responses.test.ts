@@ -96,6 +96,16 @@ for (const backend of appBackends()) {
       await expect(400, call('POST', '/v1/evaluate', { body: { action_type: 'Not A Type', actor_id: 'x' } }), 'evaluate with an invalid action type');
       await expect(409, call('POST', '/v1/evaluate', { body: { ...demo, request_id: allowed.request_id, actor_id: 'someone-else' } }), 'a reused request_id');
 
+      // AuthZEN: one evaluation, a batch (and the batch endpoint's single form), discovery, a malformed body.
+      const authzen = { subject: { type: 'service', id: 'finance-bot' }, action: { name: 'payments.wire' }, resource: { type: 'payee', id: 'acme-supplies' } };
+      const production = (amount: number) => ({ environment: 'production', amount_usd: amount, account_code: 'OPS-001' });
+      t.equal((await expect(200, call('POST', '/access/v1/evaluation', { body: { ...authzen, context: production(50_000) } }), 'AuthZEN hold')).decision, false);
+      const batch = await expect(200, call('POST', '/access/v1/evaluations', { body: { ...authzen, evaluations: [{ context: production(500) }, { context: production(2_000_000) }] } }), 'AuthZEN batch');
+      t.same(batch.evaluations.map((entry: { decision: boolean }) => entry.decision), [true, false]);
+      await expect(200, call('POST', '/access/v1/evaluations', { body: { ...authzen, context: production(500) } }), 'AuthZEN batch endpoint, single form');
+      await expect(200, call('GET', '/.well-known/authzen-configuration', { token: null }), 'AuthZEN discovery');
+      await expect(400, call('POST', '/access/v1/evaluation', { body: { ...authzen, action: { name: 'Not A Type' } } }), 'AuthZEN with an invalid action name');
+
       // Permits and the gate.
       await expect(200, call('GET', '/v1/permit-keys'), 'permit keys');
       const verified = await expect(200, call('POST', '/v1/verify-permit', { body: { permit_token: allowed.permit_token, ...demo } }), 'verify');

@@ -2,7 +2,7 @@
  * Bad input, generated: random and hostile JSON (numbers past Infinity, lone surrogates, NUL, deep
  * nesting), random bytes, random content types and random query strings and cursors against every
  * endpoint: 10,000 bodies per POST or PUT endpoint and 2,000 query strings per GET endpoint, about
- * 260,000 requests in all. The routes are dealt out to several shares, one per test file
+ * 310,000 requests in all. The routes are dealt out to several shares, one per test file
  * (bad-input.test.ts and bad-input-2 … -4.test.ts), which tap runs in parallel.
  *
  * A share runs in a process of its own, started by bad-input.ts without tap's coverage and
@@ -130,6 +130,20 @@ const body = fc.oneof(
       { requiredKeys: [] },
     )
     .map((value) => JSON.stringify(value)),
+  // AuthZEN access evaluations: entities, defaults and options, each well-formed or not.
+  fc
+    .record(
+      {
+        subject: fc.oneof(fc.record({ type: fc.oneof(fc.constant('service'), fc.string()), id: fc.oneof(fc.constantFrom('finance-bot', 'demo-agent'), fc.string()), properties: fc.jsonValue() }, { requiredKeys: [] }), fc.jsonValue()),
+        action: fc.oneof(fc.record({ name: fc.oneof(fc.constantFrom('payments.wire', 'demo.echo'), fc.string()), properties: fc.jsonValue() }, { requiredKeys: [] }), fc.jsonValue()),
+        resource: fc.oneof(fc.record({ type: fc.oneof(fc.constant('payee'), fc.string()), id: fc.string(), properties: fc.jsonValue() }, { requiredKeys: [] }), fc.jsonValue()),
+        context: fc.oneof(fc.object(), fc.record({ environment: fc.jsonValue(), amount_usd: fc.oneof(fc.double(), fc.jsonValue()), approvals: fc.jsonValue(), target: fc.jsonValue(), subject: fc.jsonValue() }, { requiredKeys: [] })),
+        evaluations: fc.oneof(fc.array(fc.record({ subject: fc.jsonValue(), action: fc.record({ name: fc.string() }), resource: fc.jsonValue(), context: fc.jsonValue() }, { requiredKeys: [] }), { maxLength: 24 }), fc.jsonValue()),
+        options: fc.oneof(fc.record({ evaluations_semantic: fc.oneof(fc.constantFrom('execute_all', 'deny_on_first_deny', 'permit_on_first_permit'), fc.string()) }, { requiredKeys: [] }), fc.jsonValue()),
+      },
+      { requiredKeys: [] },
+    )
+    .map((value) => JSON.stringify(value)),
   fc.uint8Array({ maxLength: 4096 }).map((bytes) => Buffer.from(bytes)),
   fc.string({ maxLength: 512 }),
 );
@@ -224,6 +238,9 @@ export async function runBadInputShare(shard: number, shards: number): Promise<S
       ['POST', '/v1/evaluate'],
       ['POST', '/v1-evaluate'],
       ['POST', '/functions/v1/v1-evaluate'],
+      ['POST', '/access/v1/evaluation'],
+      ['POST', '/access/v1/evaluations'],
+      ['GET', '/.well-known/authzen-configuration'],
       ['POST', '/v1/verify-permit'],
       ['POST', '/v1-verify-permit'],
       ['POST', '/functions/v1/v1-verify-permit'],
