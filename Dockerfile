@@ -30,7 +30,9 @@ WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
-# 3. Runtime: compiled code, production node_modules, the SQL migrations and the example configs.
+# 3. Runtime: compiled code (with the Envoy external authorizer's .proto files, which the build
+#    copies into dist/proxy/ext-authz/protos), production node_modules, the SQL migrations and the
+#    example configs.
 FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production \
     COUNTERSIGN_DATA_DIR=/var/lib/countersign \
@@ -50,6 +52,7 @@ COPY --chown=root:root config ./config
 RUN mkdir -p /var/lib/countersign && chown 1000:1000 /var/lib/countersign
 # The `node` user of the base image, by number so that runAsNonRoot can check it.
 USER 1000:1000
-EXPOSE 7070 7071 7080 7081
+# 9191/9192: the proxy as an Envoy external authorizer (gRPC/HTTP), when proxy.yaml has ext_authz.
+EXPOSE 7070 7071 7080 7081 9191 9192
 ENTRYPOINT ["node", "dist/bin/countersign.js"]
 CMD ["authority"]

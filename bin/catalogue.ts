@@ -100,8 +100,14 @@ export const COMMANDS: readonly CommandEntry[] = [
     summary: 'run the proxy sidecar (127.0.0.1:7080, metrics and probes on 127.0.0.1:7081)',
     usage: ['proxy [--config FILE]'],
     options: [{ flag: '--config FILE', text: 'the proxy configuration (default config/proxy.yaml); SIGHUP or a change to the file reloads it' }],
-    examples: [{ command: 'COUNTERSIGN_PROXY_UPSTREAM=http://127.0.0.1:3000 countersign proxy --config config/proxy.yaml' }],
-    notes: ['A proxy outside `countersign start` needs Redis (redis_url) shared with the authority, and its own API key with scope verify:execute.'],
+    examples: [
+      { command: 'COUNTERSIGN_PROXY_UPSTREAM=http://127.0.0.1:3000 countersign proxy --config config/proxy.yaml' },
+      { command: 'countersign proxy --config config/proxy-ext-authz.yaml', comment: "the gate as Envoy's external authorizer: gRPC on 127.0.0.1:9191, HTTP on 127.0.0.1:9192" },
+    ],
+    notes: [
+      'A proxy outside `countersign start` needs Redis (redis_url) shared with the authority, and its own API key with scope verify:execute.',
+      'With an ext_authz section it also answers Envoy external authorization checks (gRPC and/or HTTP), and with ext_authz.only: true it only does that: Envoy forwards, no upstream is needed (docs/mesh.md).',
+    ],
   },
   {
     name: 'migrate',

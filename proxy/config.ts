@@ -17,6 +17,7 @@ import { formatIssues, hostPort, readConfigMapping, withEnvOverrides } from '../
 import { normalizeBoundFact } from '../shared/permits/binding.js';
 import { DEFAULT_STORE_SETTINGS, StoreSettings, storeSettingsWithEnv } from '../shared/store/config.js';
 import { ActionType } from '../shared/wire/evaluate.js';
+import { asksExtAuthzOnly, ExtAuthzSchema } from './ext-authz/config.js';
 import { parseJsonPointer } from './facts.js';
 import { PassThroughSchema } from './pass-through.js';
 import { parsePathPattern, type PathPattern } from './routes.js';
@@ -163,7 +164,8 @@ export const ProxyConfigSchema = z
     listen: HostPort.default({ host: '127.0.0.1', port: 7080 }),
     /** Prometheus /metrics and the health probes. */
     admin_listen: HostPort.default({ host: '127.0.0.1', port: 7081 }),
-    upstream: z.string({ error: required('the URL of the protected system') }).pipe(HttpUrl),
+    /** Required unless `ext_authz.only` (checked below, beside every other field). */
+    upstream: z.string().pipe(HttpUrl).optional(),
     authority: Authority,
     /** The organization id this gate serves; a permit of any other organization is refused. */
     organization: z.string({ error: required('the id of the organization this gate serves (or COUNTERSIGN_PROXY_ORGANIZATION)') }).min(1),
@@ -189,8 +191,16 @@ export const ProxyConfigSchema = z
     routes: Routes,
     /** Requests forwarded without a permit while `unmatched` is deny (pass-through.ts). */
     pass_through: PassThroughSchema,
+    /** The gate as an Envoy external authorizer (ext-authz/config.ts). */
+    ext_authz: ExtAuthzSchema.optional(),
   })
   .strict()
+  .refine((config) => config.upstream !== undefined || asksExtAuthzOnly(config), {
+    path: ['upstream'],
+    message: 'required: the URL of the protected system (or ext_authz.only: true, when Envoy forwards and the proxy only decides)',
+    // Reported together with the other fields' problems, not only once they are fixed.
+    when: (payload) => typeof payload.value === 'object' && payload.value !== null,
+  })
   .transform((config) => {
     const routes: ProxyRoute[] = config.routes.map((route) => ({
       name: route.name,

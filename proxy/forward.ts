@@ -36,7 +36,9 @@ export interface Upstream {
   pathPrefix: string;
 }
 
-export function upstreamOf(url: string): Upstream {
+/** Throws without a URL: only a configuration with `ext_authz.only` has none, and it forwards nothing. */
+export function upstreamOf(url: string | undefined): Upstream {
+  if (url === undefined) throw new TypeError('the forwarding listener needs an upstream (the configuration has ext_authz.only: true)');
   const parsed = new URL(url);
   return { url: parsed, origin: parsed.origin, pathPrefix: parsed.pathname.replace(/\/+$/, '') };
 }

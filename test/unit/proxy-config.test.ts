@@ -299,3 +299,77 @@ t.test('the API key: from its file (first line), or inline', async (t) => {
   await t.rejects(readProxyApiKey({ url: 'http://a', api_key_file: '/nonexistent/key' }), /authority\.api_key_file: cannot read/);
   await t.rejects(readProxyApiKey({ url: 'http://a', api_key_file: await tempFile('empty.key', '\n') }), /is empty/);
 });
+
+t.test('ext_authz: the Envoy external authorizer\'s listeners, with defaults', async (t) => {
+  t.equal(parseProxyConfig(minimal).ext_authz, undefined, 'off unless configured');
+  const both = parseProxyConfig({ ...minimal, ext_authz: { grpc: {}, http: {} } });
+  t.same(both.ext_authz, {
+    grpc: { listen: { host: '127.0.0.1', port: 9191 } },
+    http: { listen: { host: '127.0.0.1', port: 9192 }, path_prefix: '' },
+    only: false,
+  });
+  const chosen = parseProxyConfig({ ...minimal, ext_authz: { http: { listen: '0.0.0.0:8181', path_prefix: '/authz' } } });
+  t.same(chosen.ext_authz, { http: { listen: { host: '0.0.0.0', port: 8181 }, path_prefix: '/authz' }, only: false }, 'one transport is enough');
+});
+
+t.test('ext_authz.only: no forwarding listener, so no upstream needed', async (t) => {
+  const { upstream: _upstream, ...withoutUpstream } = minimal;
+  const only = parseProxyConfig({ ...withoutUpstream, ext_authz: { only: true, grpc: { listen: '127.0.0.1:0' } } });
+  t.equal(only.upstream, undefined);
+  t.equal(only.ext_authz?.only, true);
+  t.same(only.ext_authz?.grpc, { listen: { host: '127.0.0.1', port: 0 } });
+  t.equal(parseProxyConfig({ ...minimal, ext_authz: { only: true, grpc: {} } }).upstream, 'http://127.0.0.1:7090', 'an upstream given anyway is kept (and not used)');
+  t.match(errorOf(withoutUpstream), /upstream: required: the URL of the protected system \(or ext_authz\.only: true/);
+  t.match(errorOf({ ...withoutUpstream, ext_authz: { grpc: {} } }), /upstream: required/, 'ext_authz beside forwarding still needs the upstream');
+});
+
+t.test('every bad ext_authz field is reported, by path, with the others', async (t) => {
+  const message = errorOf({
+    ...minimal,
+    mode: 'loud',
+    ext_authz: { grpc: { listen: 'nowhere', port: 1 }, http: { listen: '127.0.0.1:70000', path_prefix: '/authz/' }, only: 'yes', extra: 1 },
+  });
+  for (const expected of [
+    /mode: /,
+    /ext_authz\.grpc\.listen: expected host:port/,
+    /ext_authz\.grpc: Unrecognized key: "port"/,
+    /ext_authz\.http\.listen: port must be at most 65535/,
+    /ext_authz\.http\.path_prefix: empty, or a path such as \/authz/,
+    /ext_authz\.only: /,
+    /ext_authz: Unrecognized key: "extra"/,
+  ]) {
+    t.match(message, expected);
+  }
+  t.match(errorOf({ ...minimal, ext_authz: {} }), /ext_authz: give grpc, http or both/);
+  t.match(errorOf({ ...minimal, ext_authz: { only: true } }), /ext_authz: give grpc, http or both/);
+  for (const prefix of ['authz', '/a?b', '/a//b', '/a b']) t.match(errorOf({ ...minimal, ext_authz: { http: { path_prefix: prefix } } }), /ext_authz\.http\.path_prefix/, prefix);
+  const { upstream: _upstream, ...withoutUpstream } = minimal;
+  const both = errorOf({ ...withoutUpstream, listen: 'nowhere' });
+  t.match(both, /upstream: required/, 'a missing upstream is reported beside another bad field');
+  t.match(both, /listen: expected host:port/);
+});
+
+t.test('the example files parse: config/proxy.yaml and config/proxy-ext-authz.yaml', async (t) => {
+  const env = { COUNTERSIGN_PROXY_ORGANIZATION: 'org_1' };
+  const example = await loadProxyConfig('config/proxy.yaml', env);
+  t.equal(example.ext_authz, undefined, 'the default example forwards only');
+  const extAuthz = await loadProxyConfig('config/proxy-ext-authz.yaml', env);
+  t.equal(extAuthz.ext_authz?.only, true, 'the ext_authz example leaves forwarding to Envoy');
+  t.same(extAuthz.ext_authz?.grpc?.listen, { host: '127.0.0.1', port: 9191 });
+  t.same(extAuthz.ext_authz?.http?.listen, { host: '127.0.0.1', port: 9192 });
+  t.ok(extAuthz.routes.some((route) => route.needsBody), 'with a body-bound route, to show with_request_body');
+
+  const { readFile } = await import('node:fs/promises');
+  const lines = (await readFile('config/proxy.yaml', 'utf8')).split('\n');
+  const from = lines.indexOf('# ext_authz:');
+  t.ok(from > 0, 'config/proxy.yaml shows the section, commented out');
+  let to = from + 1;
+  while (lines[to]?.startsWith('#   ')) to++;
+  const uncommented = [...lines.slice(0, from), ...lines.slice(from, to).map((line) => line.slice(2)), ...lines.slice(to)].join('\n');
+  const withSection = await loadProxyConfig(await tempFile('proxy.yaml', uncommented), env);
+  t.same(withSection.ext_authz, {
+    only: false,
+    grpc: { listen: { host: '127.0.0.1', port: 9191 } },
+    http: { listen: { host: '127.0.0.1', port: 9192 }, path_prefix: '' },
+  }, 'and the commented section is valid');
+});

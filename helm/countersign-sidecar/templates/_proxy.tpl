@@ -8,6 +8,14 @@ Every template takes a dict: (dict "root" $ "proxy" .Values.countersignProxy)
   countersign-sidecar.configmap   the ConfigMap holding proxy.yaml (a whole document)
   countersign-sidecar.configMapName
   countersign-sidecar.port        the proxy port (7080): point the app's Service targetPort here
+  countersign-sidecar.extAuthzGrpcPort, countersign-sidecar.extAuthzHttpPort
+                                  the Envoy external authorizer's ports (9191, 9192 by default)
+
+With extAuthz.grpc.enabled / extAuthz.http.enabled the same container also serves the gate as an
+Envoy external authorizer (docs/mesh.md) on extAuthz.host (127.0.0.1: for the mesh's Envoy in the
+same pod) at ports cs-authz-grpc (9191) and cs-authz-http (9192). extAuthz.only: true leaves out the
+forwarding listener and its cs-proxy port: the mesh's Envoy forwards to the app itself
+(helm/examples/istio-ext-authz).
 
 The ConfigMap is mounted as a directory (no subPath) and the pod template carries no checksum of
 it: a change of a route's mode is an in-place ConfigMap update that the kubelet projects into the
@@ -43,6 +51,12 @@ audience: "countersign:gate"
 maxBodyBytes: 65536
 logLevel: info
 routes: []
+# The Envoy external authorizer (proxy.yaml ext_authz). host 127.0.0.1 keeps it to the pod.
+extAuthz:
+  host: 127.0.0.1
+  only: false
+  grpc: { enabled: false, port: 9191 }
+  http: { enabled: false, port: 9192, pathPrefix: "" }
 resources:
   requests: { cpu: 50m, memory: 64Mi }
   limits: { memory: 256Mi }
@@ -56,6 +70,9 @@ nodeOptions: "--max-semi-space-size=8 --max-old-space-size=96"
 {{- end -}}
 
 {{- define "countersign-sidecar.port" -}}7080{{- end -}}
+{{/* The ext_authz ports, as configured (defaults 9191, 9192). */}}
+{{- define "countersign-sidecar.extAuthzGrpcPort" -}}{{ (include "countersign-sidecar.values" . | fromYaml).extAuthz.grpc.port }}{{- end -}}
+{{- define "countersign-sidecar.extAuthzHttpPort" -}}{{ (include "countersign-sidecar.values" . | fromYaml).extAuthz.http.port }}{{- end -}}
 {{- define "countersign-sidecar.adminPort" -}}7081{{- end -}}
 
 {{- define "countersign-sidecar.configMapName" -}}
@@ -67,8 +84,10 @@ nodeOptions: "--max-semi-space-size=8 --max-old-space-size=96"
 {{- $v := include "countersign-sidecar.values" . | fromYaml -}}
 {{- if not $v.organization }}{{ fail "countersignProxy.organization is required (the organization id this gate serves)" }}{{ end -}}
 {{- if not $v.routes }}{{ fail "countersignProxy.routes needs at least one route" }}{{ end -}}
+{{- $authz := $v.extAuthz -}}
+{{- $authzOn := or $authz.grpc.enabled $authz.http.enabled -}}
+{{- if and $authz.only (not $authzOn) }}{{ fail "countersignProxy.extAuthz.only needs extAuthz.grpc.enabled or extAuthz.http.enabled: something must serve" }}{{ end -}}
 {{- $cfg := dict
-  "upstream" (printf "http://127.0.0.1:%v" $v.upstreamPort)
   "authority" (dict "url" $v.authorityUrl "api_key_file" "/etc/countersign-proxy-key/api-key")
   "organization" $v.organization
   "issuer" $v.issuer
@@ -81,6 +100,14 @@ nodeOptions: "--max-semi-space-size=8 --max-old-space-size=96"
   "log_level" $v.logLevel
   "store" $v.store
   "routes" $v.routes -}}
+{{- if not $authz.only }}{{ $_ := set $cfg "upstream" (printf "http://127.0.0.1:%v" $v.upstreamPort) }}{{ end -}}
+{{- if $authzOn -}}
+{{- $section := dict "only" $authz.only -}}
+{{- $host := ternary (printf "[%s]" $authz.host) $authz.host (contains ":" $authz.host) -}}
+{{- if $authz.grpc.enabled }}{{ $_ := set $section "grpc" (dict "listen" (printf "%s:%v" $host $authz.grpc.port)) }}{{ end -}}
+{{- if $authz.http.enabled }}{{ $_ := set $section "http" (dict "listen" (printf "%s:%v" $host $authz.http.port) "path_prefix" $authz.http.pathPrefix) }}{{ end -}}
+{{- $_ := set $cfg "ext_authz" $section -}}
+{{- end -}}
 {{- toYaml $cfg -}}
 {{- end -}}
 
@@ -109,8 +136,10 @@ data:
     # (docs/performance.md; the benchmark runs the proxy with the same flags).
     - name: NODE_OPTIONS
       value: {{ $v.nodeOptions | quote }}
+    {{- if not $v.extAuthz.only }}
     - name: COUNTERSIGN_PROXY_LISTEN
       value: "0.0.0.0:7080"
+    {{- end }}
     - name: COUNTERSIGN_PROXY_ADMIN_LISTEN
       value: "0.0.0.0:7081"
     - name: REDIS_URL
@@ -129,9 +158,21 @@ data:
     {{- end }}
     {{- end }}
   ports:
+    {{- if not $v.extAuthz.only }}
     - name: cs-proxy
       containerPort: 7080
       protocol: TCP
+    {{- end }}
+    {{- if $v.extAuthz.grpc.enabled }}
+    - name: cs-authz-grpc
+      containerPort: {{ $v.extAuthz.grpc.port }}
+      protocol: TCP
+    {{- end }}
+    {{- if $v.extAuthz.http.enabled }}
+    - name: cs-authz-http
+      containerPort: {{ $v.extAuthz.http.port }}
+      protocol: TCP
+    {{- end }}
     - name: cs-proxy-admin
       containerPort: 7081
       protocol: TCP
