@@ -13,6 +13,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import type { SharedStore } from '../shared/store/types.js';
+import { tracing } from '../shared/telemetry/index.js';
 import { apiKeyRoutes } from './api-keys/routes.js';
 import { auditRoutes } from './audit/routes.js';
 import { authzenRoutes } from './authzen/routes.js';
@@ -34,6 +35,7 @@ import { installBoundedInput } from './http/bounded-input.js';
 import { installDrainAnswer } from './http/drain.js';
 import { answerFrameworkError, installErrorHandling } from './http/errors.js';
 import { installGuard } from './http/guard.js';
+import { installTracing } from './http/tracing.js';
 import type { AuthorityMetrics } from './metrics.js';
 import { registerOpenApi } from './openapi/document.js';
 import { PublishedKeyResolver } from './permits/key-resolver.js';
@@ -94,6 +96,8 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
   app.setSerializerCompiler(serializerCompiler);
   // JSON is the only body we accept; everything else is a 415.
   app.removeContentTypeParser(['text/plain']);
+  // Tracing on: a server span per request, before every other hook (http/tracing.ts).
+  if (tracing !== null) installTracing(app, tracing);
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);

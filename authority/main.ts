@@ -15,6 +15,7 @@ import type { Logger } from 'pino';
 import { Resources } from '../shared/lifecycle.js';
 import { createLogger } from '../shared/logging.js';
 import { processEd25519 } from '../shared/permits/ed25519.js';
+import { startTelemetry, tracingSummary } from '../shared/telemetry/index.js';
 import { openCheckedStore } from '../shared/store/open.js';
 import type { SharedStore } from '../shared/store/types.js';
 import { buildAdminApp, buildAuthorityApp } from './app.js';
@@ -29,6 +30,7 @@ import { bootstrap, readBootstrapPolicy } from './orgs/bootstrap.js';
 import { PolicyVersions } from './policy/versions.js';
 import { auditKeysFrom } from './signing/audit-keys.js';
 import { openSecretBox, openSigning } from './signing/open.js';
+import type { SecretBox } from './signing/secret-box.js';
 import { startVerificationDrain } from './verifications/drain.js';
 import { startWebhookWorker } from './webhooks/worker.js';
 import type { Db } from './store/db.js';
@@ -72,12 +74,23 @@ export async function startAuthority(config: AuthorityConfig, options: StartOpti
     );
   }
 
-  await mkdir(config.data_dir, { recursive: true, mode: 0o700 });
-  // Before the database is touched: a missing secret key is a configuration error.
-  const box = await openSecretBox(config);
-  const db = await openDb({ databaseUrl: config.database_url, dataDir: config.data_dir });
-  // Released in reverse order of acquisition: listeners first (draining requests), the database last.
+  // Before anything is opened: a tracing variable it refuses stops the start with nothing to undo.
+  const telemetry = await startTelemetry({ serviceName: 'countersign-authority', logger });
+  let box: SecretBox;
+  let db: Db;
+  try {
+    await mkdir(config.data_dir, { recursive: true, mode: 0o700 });
+    // Before the database is touched: a missing secret key is a configuration error.
+    box = await openSecretBox(config);
+    db = await openDb({ databaseUrl: config.database_url, dataDir: config.data_dir });
+  } catch (error) {
+    await telemetry.shutdown();
+    throw error;
+  }
+  // Released in reverse order of acquisition: listeners first (draining requests), the database,
+  // then tracing last (the spans of the drained requests are exported).
   const resources = new Resources((error) => logger.error({ err: error }, 'error while closing'));
+  resources.add(() => telemetry.shutdown());
   resources.add(() => db.close());
   const closeAll = () => resources.closeAll();
   try {
@@ -139,7 +152,7 @@ export async function startAuthority(config: AuthorityConfig, options: StartOpti
     await admin.listen({ host: config.admin_listen.host, port: config.admin_listen.port });
 
     logger.info(
-      { api: urlOf(app), admin: urlOf(admin), database: db.kind, store: store.kind, deployment: config.deployment, ed25519 },
+      { api: urlOf(app), admin: urlOf(admin), database: db.kind, store: store.kind, deployment: config.deployment, ed25519, tracing: tracingSummary(telemetry.settings) },
       'authority ready',
     );
     return { app, admin, apiUrl: urlOf(app), adminUrl: urlOf(admin), db, store, close: closeAll };

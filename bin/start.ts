@@ -28,6 +28,7 @@ import { systemClock } from '../authority/time.js';
 import { loadProxyConfig } from '../proxy/config.js';
 import { startProxy } from '../proxy/main.js';
 import { createLogger } from '../shared/logging.js';
+import { startTelemetry } from '../shared/telemetry/index.js';
 import { UsageError } from '../shared/usage-error.js';
 import { startDemoUpstream, type DemoUpstream } from './demo-upstream.js';
 
@@ -103,7 +104,16 @@ export async function runStart(args: string[]): Promise<void> {
   // Checked before anything starts, so a bad proxy.yaml stops the command with its field paths.
   await loadProxyConfig(proxyFile);
 
-  const authority = await startAuthority(config, { logger: logger.child({ name: 'authority' }) });
+  // One process, one tracing SDK: the authority's and the proxy's spans under one service name
+  // (unless OTEL_SERVICE_NAME says otherwise). Each of them takes a share; this one is released last.
+  const telemetry = await startTelemetry({ serviceName: 'countersign', logger });
+  let authority: Awaited<ReturnType<typeof startAuthority>>;
+  try {
+    authority = await startAuthority(config, { logger: logger.child({ name: 'authority' }) });
+  } catch (error) {
+    await telemetry.shutdown();
+    throw error;
+  }
   let demo: DemoUpstream | undefined;
   try {
     if (external === undefined) {
@@ -139,6 +149,7 @@ export async function runStart(args: string[]): Promise<void> {
         .close()
         .then(() => upstream.close())
         .then(() => authority.close())
+        .then(() => telemetry.shutdown())
         .then(
           () => process.exit(0),
           () => process.exit(1),
@@ -150,6 +161,7 @@ export async function runStart(args: string[]): Promise<void> {
   } catch (error) {
     await demo?.close();
     await authority.close();
+    await telemetry.shutdown();
     throw error;
   }
 }

@@ -24,6 +24,8 @@ import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
 import { CountersignError } from '../shared/errors.js';
+import { ATTR, SPAN } from '../shared/telemetry/attributes.js';
+import { tracing } from '../shared/telemetry/index.js';
 import type { UpstreamOutcome } from '../shared/wire/verification-records.js';
 import { errorMessage, responseHeaders } from './http-messages.js';
 import { classifyUpstreamFailure, ClientGone, type UpstreamFailure } from './upstream-outcome.js';
@@ -65,8 +67,34 @@ export type ForwardResult =
   /** No answer from the upstream; `failure` says whether the request may have reached it. Nothing was sent to the client. */
   | { outcome: 'failed'; failure: UpstreamFailure; clientGone: boolean; durationMs: number; error: unknown };
 
-/** Sends the request upstream and the answer to `res`; never rejects. */
+/**
+ * Sends the request upstream and the answer to `res`; never rejects. With tracing on, in a CLIENT
+ * span whose context the upstream receives as its `traceparent` (and `tracestate`), in place of
+ * the caller's: the upstream's parent is this hop. With tracing off the caller's headers pass as sent.
+ */
 export function forwardRequest(agent: Dispatcher, res: ServerResponse, request: ForwardRequest): Promise<ForwardResult> {
+  const traced = tracing;
+  if (traced === null) return forwardOnce(agent, res, request);
+  const upstream = request.upstream.url;
+  return traced.inSpan(SPAN.forward, () => forwardOnce(agent, res, { ...request, headers: traced.withPropagation(request.headers) }), {
+    kind: 'client',
+    attributes: {
+      [ATTR.httpMethod]: request.method,
+      [ATTR.serverAddress]: upstream.hostname.replace(/^\[|\]$/g, ''),
+      [ATTR.serverPort]: Number(upstream.port || (upstream.protocol === 'https:' ? 443 : 80)),
+      [ATTR.urlScheme]: upstream.protocol.slice(0, -1),
+      [ATTR.requestId]: request.requestId,
+    },
+    after: (result) => {
+      const outcome = executionOutcome(result);
+      return { [ATTR.httpStatus]: outcome.status ?? undefined, [ATTR.upstream]: outcome.upstream };
+    },
+    // As the HTTP conventions have it for a client: no whole answer, or a 4xx/5xx one, is an error.
+    failure: (result) => (result.outcome !== 'answered' ? executionOutcome(result).code : result.status >= 400 ? String(result.status) : undefined),
+  });
+}
+
+function forwardOnce(agent: Dispatcher, res: ServerResponse, request: ForwardRequest): Promise<ForwardResult> {
   const started = performance.now();
   return new Promise((resolve) => {
     let controller: Dispatcher.DispatchController | null = null;

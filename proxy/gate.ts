@@ -10,6 +10,8 @@
  *   `max_body_bytes` on a body-bound route, or a body Envoy's ext_authz did not send whole) → 503
  *   `gate_unavailable`.
  * - shadow: always forward; a refusal comes back as `wouldBlock` (the server counts it).
+ * - Tracing on (shared/telemetry): each check is a `countersign.gate.check` span with its verdict
+ *   (result, reason, mode, permit id); the consume under it is verify.ts's.
  * - Every refusal, in either mode, appends a `permit.rejected` record to the organization's
  *   verification stream. A success appends `permit.verified` in the same atomic step as the
  *   consume (in shadow mode too: the permit was used, so a replay must fail later as well).
@@ -31,6 +33,8 @@ import { verificationStream } from '../shared/permits/store-keys.js';
 import { verifyPermit } from '../shared/permits/verify.js';
 import type { PermitKeyResolver } from '../shared/permits/verify.js';
 import type { SharedStore } from '../shared/store/types.js';
+import { ATTR, SPAN, type SpanAttributes } from '../shared/telemetry/attributes.js';
+import { tracing } from '../shared/telemetry/index.js';
 import { verificationRecordFields } from '../shared/wire/verification-records.js';
 import type { UpstreamOutcome, VerificationRecord } from '../shared/wire/verification-records.js';
 import type { ProxyMode, ProxyRoute } from './config.js';
@@ -257,7 +261,31 @@ export function createGate(options: GateOptions): Gate {
     return refuse(input, nowMs, refusal, outcome.claims, actorId);
   }
 
-  return { check };
+  return {
+    check(input) {
+      // Tracing on: the check as a span, with the verdict (and the consume under it, verify.ts).
+      const traced = tracing;
+      return traced === null ? check(input) : traced.inSpan(SPAN.gateCheck, () => check(input), { attributes: checkAttributes(input), after: decisionAttributes });
+    },
+  };
+}
+
+function checkAttributes(input: GateInput): SpanAttributes {
+  return { [ATTR.route]: input.route.name, [ATTR.actionType]: input.route.action_type, [ATTR.mode]: input.route.mode, [ATTR.requestId]: input.requestId };
+}
+
+/**
+ * The verdict: `verified`, `rejected` or `unavailable` (as the verification metric counts it),
+ * the reason code of a refusal (a shadow would-block included), and the permit id once known.
+ */
+function decisionAttributes(decision: GateDecision): SpanAttributes {
+  const refusal = decision.action === 'block' ? decision : decision.wouldBlock;
+  return {
+    [ATTR.mode]: decision.mode,
+    [ATTR.verificationResult]: refusal === null ? 'verified' : refusal.status === 503 ? 'unavailable' : 'rejected',
+    [ATTR.verificationReason]: refusal?.reason,
+    [ATTR.permitId]: decision.permitId ?? undefined,
+  };
 }
 
 export interface ExecutionRecordInput {

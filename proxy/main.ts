@@ -41,6 +41,7 @@ import { processEd25519 } from '../shared/permits/ed25519.js';
 import { RemoteKeyResolver } from '../shared/permits/remote-keys.js';
 import { verificationStream } from '../shared/permits/store-keys.js';
 import { openCheckedStore } from '../shared/store/open.js';
+import { startTelemetry, tracingSummary } from '../shared/telemetry/index.js';
 import type { SharedStore } from '../shared/store/types.js';
 import { handleAdmin } from './admin.js';
 import { loadProxyConfig, ProxyConfigError, readProxyApiKey, type ProxyConfig } from './config.js';
@@ -120,6 +121,9 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
   const closeAll = () => resources.closeAll();
 
   try {
+    // First, so that it is released last: the spans of the requests drained at shutdown are exported.
+    const telemetry = await startTelemetry({ serviceName: 'countersign-proxy', logger });
+    resources.add(() => telemetry.shutdown());
     const metrics = createProxyMetrics();
     const enforcing = initial.routes.some((route) => route.mode === 'enforce');
     const store =
@@ -261,7 +265,7 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
     if (initial.unmatched === 'pass') warnPassThrough(logger);
     const extAuthzUrls = extAuthz?.urls ?? {};
     const listening = { proxy: url || 'off (ext_authz.only)', ext_authz: extAuthzUrls, admin: adminUrl, upstream: initial.upstream };
-    logger.info({ ...listening, store: store.kind, keys_loaded: keys.ready(), ed25519 }, 'proxy listening');
+    logger.info({ ...listening, store: store.kind, keys_loaded: keys.ready(), ed25519, tracing: tracingSummary(telemetry.settings) }, 'proxy listening');
     return { url, extAuthz: extAuthzUrls, adminUrl, metrics, logger, config: () => state.config, reload, close: closeAll };
   } catch (error) {
     await closeAll();

@@ -19,6 +19,9 @@
  *   (execution-records.ts); a failed append is counted and logged and never changes the answer.
  *   It says whether the upstream answered (with the status), was not reached, or may have been
  *   (forward.ts, upstream-outcome.ts); the caller's 502 says the same in its `reason`.
+ * - Tracing on (shared/telemetry): each request runs in a server span joining the caller's
+ *   `traceparent`, named after its route when it is placed (`observe`); the gate's check and the
+ *   forward are its children (gate.ts, forward.ts).
  * - Shutdown (`drain`): the listener stops accepting; requests in flight finish; a request that
  *   arrives during the drain on a kept-alive connection gets 503 `service_unavailable` (reason
  *   `SHUTTING_DOWN`) with `Connection: close`, before its permit is touched.
@@ -37,7 +40,9 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { Agent } from 'undici';
 import { CountersignError } from '../shared/errors.js';
-import type { ProxyConfig } from './config.js';
+import { ATTR } from '../shared/telemetry/attributes.js';
+import { tracing } from '../shared/telemetry/index.js';
+import type { ProxyConfig, ProxyRoute } from './config.js';
 import type { ExecutionRecords } from './execution-records.js';
 import { executionOutcome, forwardRequest, unavailableError, upstreamOf, type ExecutionOutcome, type Upstream } from './forward.js';
 import { executionRecord, type Gate } from './gate.js';
@@ -179,6 +184,7 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
   function observe(route: string, outcome: RequestOutcome, started: number): void {
     metrics.requests.inc({ route, outcome });
     metrics.requestDuration.observe({ route }, (performance.now() - started) / 1000);
+    tracing?.annotateRequest(route, { [ATTR.route]: route, [ATTR.outcome]: outcome });
   }
 
   interface ForwardInput {
@@ -281,7 +287,9 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
       res.setHeader('connection', 'close');
       return sendError(res, requestIdOf(req), shuttingDown());
     }
-    const handled = handle(req, res).catch((error: unknown) => {
+    // Tracing on: the request's server span, joining the caller's trace (shared/telemetry).
+    const traced = tracing;
+    const handled = (traced === null ? handle(req, res) : traced.serve(req, res, () => handle(req, res))).catch((error: unknown) => {
       // A bug or an unexpected failure: answer what can still be answered, never crash.
       logger.error({ err: error }, 'proxy request failed');
       if (!res.headersSent && !res.destroyed) sendError(res, requestIdOf(req), new CountersignError('internal'));

@@ -5,9 +5,11 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { CountersignError } from '../../shared/errors.js';
+import { ATTR, SPAN } from '../../shared/telemetry/attributes.js';
 import { ApprovalIdParams, ApprovalResponse, ListApprovalsQuery, ListApprovalsResponse, ResolveApprovalRequest } from '../../shared/wire/approvals.js';
 import type { Principal } from '../auth/principal.js';
 import { decodePageCursor, encodePageCursor, UUID_ID } from '../http/page-cursor.js';
+import { inRequestSpan } from '../http/tracing.js';
 import type { Db } from '../store/db.js';
 import type { Clock } from '../time.js';
 import { approvalToWire, getApprovalRequest, listApprovalRequests, resolveApprovalRequest } from './approval-requests.js';
@@ -47,7 +49,12 @@ export function approvalRoutes(app: FastifyInstance, { db, clock }: { db: Db; cl
     '/v1/approvals/:id/resolve',
     { config: { access: 'approvals:write' }, schema: { params: ApprovalIdParams, body: ResolveApprovalRequest, response: { 200: ApprovalResponse } } },
     async (request) => {
-      const approval = await resolveApprovalRequest(db, request.principal as Principal, request.params.id, request.body, clock);
+      const approval = await inRequestSpan(
+        request,
+        SPAN.approvalResolve,
+        () => resolveApprovalRequest(db, request.principal as Principal, request.params.id, request.body, clock),
+        () => ({ attributes: { [ATTR.approvalId]: request.params.id }, after: (resolved) => ({ [ATTR.approvalStatus]: resolved.status }) }),
+      );
       request.log.info({ approval_request_id: approval.id, status: approval.status }, 'approval request resolved');
       return { approval: approvalToWire(approval, clock.now()) };
     },

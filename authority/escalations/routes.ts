@@ -15,6 +15,7 @@
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { CountersignError } from '../../shared/errors.js';
+import { ATTR, SPAN } from '../../shared/telemetry/attributes.js';
 import {
   CreateEscalationRequest,
   EscalationDetailResponse,
@@ -29,6 +30,7 @@ import { AuditPayloadError } from '../audit/chain.js';
 import { identityOf } from '../auth/identity.js';
 import type { Principal } from '../auth/principal.js';
 import { decodePageCursor, encodePageCursor } from '../http/page-cursor.js';
+import { inRequestSpan } from '../http/tracing.js';
 import type { AuthorityConfig } from '../config.js';
 import type { AuthorityMetrics } from '../metrics.js';
 import type { Db } from '../store/db.js';
@@ -98,44 +100,50 @@ export function escalationRoutes(app: FastifyInstance, deps: EscalationRouteDeps
   routes.post(
     '/v1/escalations',
     { config: { access: 'authenticated' }, schema: { body: CreateEscalationRequest, response: { 200: EscalationWire } } },
-    async (request) => {
-      const principal = request.principal as Principal;
-      const body = request.body;
-      const defaultTimeout = deps.config.escalations.default_timeout_ms;
-      let escalation: Escalation;
-      try {
-        escalation = await deps.db.transaction(async (tx) =>
-          createEscalation(
-            tx,
-            {
-              orgId: principal.org.id,
-              agentId: body.agentId,
-              escalationReason: body.escalationReason,
-              proposedAction: body.proposedAction,
-              riskScore: body.riskScore,
-              quorumRequired: body.quorumConfig?.quorumRequired,
-              approverPoolSize: body.quorumConfig?.approverPoolSize,
-              minApprovers: body.quorumConfig?.minApprovers,
-              fallbackDecision: body.quorumConfig?.fallbackDecision,
-              timeoutMs: body.timeoutMs ?? defaultTimeout,
-              chain: body.escalationChain?.map((tier) => ({ ...tier, timeoutMs: tier.timeoutMs ?? defaultTimeout })),
-              metadata: body.metadata,
-              createdBy: principal.credential,
-              creatorIdentity: await identityOf(tx, principal),
-              requestId: request.id,
-              bindingHash: null,
-              autoApproveBelow: autoApproveThreshold(deps.config.escalations, principal.org.id),
-            },
-            deps.clock,
-          ),
-        );
-      } catch (error) {
-        throw failed(error, 'escalation');
-      }
-      count([escalation.status]);
-      request.log.info({ escalation_id: escalation.id, status: escalation.status }, 'escalation created');
-      return escalationToWire(escalation);
-    },
+    (request) =>
+      inRequestSpan(
+        request,
+        SPAN.escalationCreate,
+        async () => {
+          const principal = request.principal as Principal;
+          const body = request.body;
+          const defaultTimeout = deps.config.escalations.default_timeout_ms;
+          let escalation: Escalation;
+          try {
+            escalation = await deps.db.transaction(async (tx) =>
+              createEscalation(
+                tx,
+                {
+                  orgId: principal.org.id,
+                  agentId: body.agentId,
+                  escalationReason: body.escalationReason,
+                  proposedAction: body.proposedAction,
+                  riskScore: body.riskScore,
+                  quorumRequired: body.quorumConfig?.quorumRequired,
+                  approverPoolSize: body.quorumConfig?.approverPoolSize,
+                  minApprovers: body.quorumConfig?.minApprovers,
+                  fallbackDecision: body.quorumConfig?.fallbackDecision,
+                  timeoutMs: body.timeoutMs ?? defaultTimeout,
+                  chain: body.escalationChain?.map((tier) => ({ ...tier, timeoutMs: tier.timeoutMs ?? defaultTimeout })),
+                  metadata: body.metadata,
+                  createdBy: principal.credential,
+                  creatorIdentity: await identityOf(tx, principal),
+                  requestId: request.id,
+                  bindingHash: null,
+                  autoApproveBelow: autoApproveThreshold(deps.config.escalations, principal.org.id),
+                },
+                deps.clock,
+              ),
+            );
+          } catch (error) {
+            throw failed(error, 'escalation');
+          }
+          count([escalation.status]);
+          request.log.info({ escalation_id: escalation.id, status: escalation.status }, 'escalation created');
+          return escalationToWire(escalation);
+        },
+        () => ({ after: (created) => ({ [ATTR.escalationId]: created.id, [ATTR.escalationStatus]: created.status }) }),
+      ),
   );
 
   routes.get(
@@ -182,40 +190,49 @@ export function escalationRoutes(app: FastifyInstance, deps: EscalationRouteDeps
   routes.post(
     '/v1/escalations/:id/respond',
     { config: { access: 'hitl:approve' }, schema: { params: EscalationIdParams, body: RespondRequest, response: { 200: RespondResponse } } },
-    async (request) => {
-      const principal = request.principal as Principal;
-      const note = request.body.note === undefined || request.body.note === '' ? null : request.body.note;
-      let result;
-      try {
-        result = await castVote(
-          deps.db,
-          { orgId: principal.org.id, escalationId: request.params.id, voter: await voterOf(deps.db, principal), decision: request.body.decision, note, requestId: request.id },
-          deps.clock,
-        );
-      } catch (error) {
-        throw failed(error, 'escalation');
-      }
-      if (result.kind !== 'not_found') count(result.transitions);
-      switch (result.kind) {
-        case 'not_found':
-          throw new CountersignError('not_found', 'no such escalation in this organization');
-        case 'requester':
-          throw new CountersignError('forbidden', 'the requester of an escalation (its agent, or the identity that created it, through any of its credentials) cannot vote on it');
-        case 'final':
-          throw new CountersignError('conflict', `the escalation is ${result.escalation.status}; a final escalation takes no more votes`);
-        case 'duplicate':
-          // A quorum counts people: another key of the same owner is the same voter again.
-          throw new CountersignError('conflict', 'this identity has already voted on this escalation (a quorum counts each person once, whichever of their credentials votes)');
-        case 'recorded': {
-          const { escalation, record, tally } = result;
-          request.log.info({ escalation_id: escalation.id, decision: record.decision, status: escalation.status }, 'escalation vote recorded');
-          return {
-            escalation: escalationToWire(escalation),
-            record: approvalRecordToWire(record),
-            quorumProgress: quorumProgressToWire(escalation, tally),
-          };
-        }
-      }
-    },
+    (request) =>
+      inRequestSpan(
+        request,
+        SPAN.escalationRespond,
+        async () => {
+          const principal = request.principal as Principal;
+          const note = request.body.note === undefined || request.body.note === '' ? null : request.body.note;
+          let result;
+          try {
+            result = await castVote(
+              deps.db,
+              { orgId: principal.org.id, escalationId: request.params.id, voter: await voterOf(deps.db, principal), decision: request.body.decision, note, requestId: request.id },
+              deps.clock,
+            );
+          } catch (error) {
+            throw failed(error, 'escalation');
+          }
+          if (result.kind !== 'not_found') count(result.transitions);
+          switch (result.kind) {
+            case 'not_found':
+              throw new CountersignError('not_found', 'no such escalation in this organization');
+            case 'requester':
+              throw new CountersignError('forbidden', 'the requester of an escalation (its agent, or the identity that created it, through any of its credentials) cannot vote on it');
+            case 'final':
+              throw new CountersignError('conflict', `the escalation is ${result.escalation.status}; a final escalation takes no more votes`);
+            case 'duplicate':
+              // A quorum counts people: another key of the same owner is the same voter again.
+              throw new CountersignError('conflict', 'this identity has already voted on this escalation (a quorum counts each person once, whichever of their credentials votes)');
+            case 'recorded': {
+              const { escalation, record, tally } = result;
+              request.log.info({ escalation_id: escalation.id, decision: record.decision, status: escalation.status }, 'escalation vote recorded');
+              return {
+                escalation: escalationToWire(escalation),
+                record: approvalRecordToWire(record),
+                quorumProgress: quorumProgressToWire(escalation, tally),
+              };
+            }
+          }
+        },
+        () => ({
+          attributes: { [ATTR.escalationId]: request.params.id, [ATTR.escalationVote]: request.body.decision },
+          after: (answer) => ({ [ATTR.escalationStatus]: answer.escalation.status }),
+        }),
+      ),
   );
 }

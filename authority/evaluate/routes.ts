@@ -6,13 +6,32 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { ATTR, genAiToolAttributes, SPAN, type SpanAttributes } from '../../shared/telemetry/attributes.js';
 import { EvaluateResponse, parseEvaluateRequest } from '../../shared/wire/evaluate.js';
 import type { Principal } from '../auth/principal.js';
 import { invalidRequest } from '../http/errors.js';
 import { EVALUATE_LIMIT } from '../http/route-access.js';
+import { inRequestSpan } from '../http/tracing.js';
 import { evaluateAction, type EvaluateDeps } from './evaluate.js';
 
 export const EVALUATE_PATHS = ['/v1/evaluate', '/v1-evaluate', '/functions/v1/v1-evaluate'] as const;
+
+/** What the decision was, for its span: never the permit token, the actor or the context's values. */
+function evaluationAttributes(response: EvaluateResponse): SpanAttributes {
+  const decision = response.decisionObject;
+  return {
+    [ATTR.decision]: response.decision,
+    [ATTR.mode]: response.mode,
+    [ATTR.permitId]: response.permit_id,
+    [ATTR.evaluationId]: response.evaluation_id,
+    [ATTR.reasonCodes]: decision.reason_codes,
+    [ATTR.actionClass]: decision.action_class ?? undefined,
+    [ATTR.policyVersion]: decision.policy.version ?? undefined,
+    [ATTR.riskScore]: response.risk_score,
+    [ATTR.approvalId]: response.approval_request_id,
+    [ATTR.escalationId]: response.escalation_id,
+  };
+}
 
 export function evaluateRoutes(app: FastifyInstance, deps: EvaluateDeps): void {
   const routes = app.withTypeProvider<ZodTypeProvider>();
@@ -27,7 +46,10 @@ export function evaluateRoutes(app: FastifyInstance, deps: EvaluateDeps): void {
       async (request) => {
         const parsed = parseEvaluateRequest(request.body);
         if (!parsed.success) throw invalidRequest(parsed.error);
-        return evaluateAction(deps, request.principal as Principal, parsed.data, request.id);
+        return inRequestSpan(request, SPAN.evaluate, () => evaluateAction(deps, request.principal as Principal, parsed.data, request.id), () => ({
+          attributes: { [ATTR.actionType]: parsed.data.action_type, ...genAiToolAttributes(parsed.data) },
+          after: evaluationAttributes,
+        }));
       },
     );
   }

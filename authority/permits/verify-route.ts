@@ -9,11 +9,13 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { CountersignError } from '../../shared/errors.js';
 import { verifyPermit, type VerifyOutcome } from '../../shared/permits/verify.js';
 import type { SharedStore } from '../../shared/store/types.js';
+import { ATTR, SPAN, type SpanAttributes } from '../../shared/telemetry/attributes.js';
 import { VerifyPermitRequest, VerifyPermitResponse } from '../../shared/wire/permits.js';
 import { appendAuditEvent } from '../audit/chain.js';
 import type { Principal } from '../auth/principal.js';
 import type { AuthorityConfig } from '../config.js';
 import { VERIFY_LIMIT } from '../http/route-access.js';
+import { inRequestSpan } from '../http/tracing.js';
 import type { AuthorityMetrics } from '../metrics.js';
 import type { Db } from '../store/db.js';
 import type { Clock } from '../time.js';
@@ -35,6 +37,19 @@ export interface VerifyRouteDeps {
 /** The facts a caller gives, in the names the binding uses. */
 function factsFrom(body: VerifyPermitRequest): Record<string, unknown> {
   return { ...(body.context ?? {}), ...(body.action_type ? { action_type: body.action_type } : {}), ...(body.actor_id ? { actor_id: body.actor_id } : {}) };
+}
+
+/**
+ * The verdict for its span, in the proxy's terms: `verified`, `rejected`, or `unavailable` when the
+ * store or the keys failed (INTERNAL_ERROR); the refusal's code, the permit and the binding checked.
+ */
+function verdictAttributes(verdict: VerifyPermitResponse): SpanAttributes {
+  return {
+    [ATTR.verificationResult]: verdict.verify_error_code === 'INTERNAL_ERROR' ? 'unavailable' : verdict.verification_status,
+    [ATTR.verificationReason]: verdict.verify_error_code,
+    [ATTR.permitId]: verdict.permit_id ?? undefined,
+    [ATTR.binding]: verdict.binding ?? undefined,
+  };
 }
 
 export function verifyRoutes(app: FastifyInstance, deps: VerifyRouteDeps): void {
@@ -119,7 +134,11 @@ export function verifyRoutes(app: FastifyInstance, deps: VerifyRouteDeps): void 
         config: { access: 'verify:execute', rateLimit: VERIFY_LIMIT },
         schema: { body: VerifyPermitRequest, response: { 200: VerifyPermitResponse } },
       },
-      handler,
+      (request) =>
+        inRequestSpan(request, SPAN.verifyPermit, () => handler(request), () => ({
+          attributes: { [ATTR.actionType]: request.body.action_type || undefined },
+          after: verdictAttributes,
+        })),
     );
   }
 }

@@ -13,6 +13,8 @@
  *   const writer = new GroupCommit(db, storeEvaluations, { maxBatch: 128, maxInFlight: 3, transaction: false });
  *   const outcome = await writer.submit(item); // resolves after the commit that holds it
  */
+import { ATTR, SPAN } from '../../shared/telemetry/attributes.js';
+import { tracing, type SpanRef } from '../../shared/telemetry/index.js';
 import type { Db, Queryable } from './db.js';
 
 /** Writes a batch with `tx`: a transaction's connection, or (with `transaction: false`) the database itself. */
@@ -34,6 +36,8 @@ interface Waiting<Item, Outcome> {
   item: Item;
   resolve: (outcome: Outcome) => void;
   reject: (error: unknown) => void;
+  /** Tracing on: the span that submitted the item (the request's evaluate span), to link to its batch. */
+  origin: SpanRef | undefined;
 }
 
 export class GroupCommit<Item, Outcome> {
@@ -52,8 +56,10 @@ export class GroupCommit<Item, Outcome> {
 
   /** Resolves with the item's outcome once the transaction holding it has committed. */
   submit(item: Item): Promise<Outcome> {
+    const traced = tracing;
+    const origin = traced === null ? undefined : traced.activeSpan();
     return new Promise<Outcome>((resolve, reject) => {
-      this.queue.push({ item, resolve, reject });
+      this.queue.push({ item, resolve, reject, origin });
       this.startBatches();
     });
   }
@@ -73,13 +79,35 @@ export class GroupCommit<Item, Outcome> {
     return this.options.transaction === false ? this.write(this.db, items) : this.db.transaction((tx) => this.write(tx, items));
   }
 
-  private async commit(batch: Array<Waiting<Item, Outcome>>): Promise<void> {
+  /**
+   * Tracing on: one span per batch, a trace of its own (one batch serves many requests' traces),
+   * linked to the span of each request it serves, and each of those linked back to it. A batch
+   * whose requests are all unsampled gets none.
+   */
+  private commit(batch: Array<Waiting<Item, Outcome>>): Promise<boolean> {
+    const traced = tracing;
+    if (traced === null || batch.every((waiting) => waiting.origin === undefined)) return this.commitBatch(batch);
+    return traced.inSpan(SPAN.groupCommit, () => this.commitBatch(batch), {
+      root: true,
+      links: batch.map((waiting) => waiting.origin),
+      attributes: { [ATTR.batchSize]: batch.length },
+      after: (retried) => (retried ? { [ATTR.batchRetriedOneByOne]: true } : undefined),
+    });
+  }
+
+  /** Writes the batch; true when it failed as a whole and its items were written one by one. */
+  private async commitBatch(batch: Array<Waiting<Item, Outcome>>): Promise<boolean> {
     try {
       const outcomes = await this.run(batch.map((waiting) => waiting.item));
       batch.forEach((waiting, index) => waiting.resolve(outcomes[index] as Outcome));
+      return false;
     } catch (error) {
-      if (batch.length === 1) batch[0]?.reject(error);
-      else await this.oneByOne(batch);
+      if (batch.length === 1) {
+        batch[0]?.reject(error);
+        return false;
+      }
+      await this.oneByOne(batch);
+      return true;
     }
   }
 

@@ -14,6 +14,8 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { request, type Dispatcher } from 'undici';
 import { serviceSignature, standardSignature } from '../../shared/client/webhooks.js';
+import { ATTR, SPAN, type SpanAttributes } from '../../shared/telemetry/attributes.js';
+import { tracing, type Tracing } from '../../shared/telemetry/index.js';
 import type { WebhooksConfig } from '../config.js';
 import type { AuthorityMetrics } from '../metrics.js';
 import { runEvery, type PeriodicTask } from '../periodic.js';
@@ -118,8 +120,41 @@ function describe(error: unknown, timeoutSeconds: number): string {
   return tidy(`${code ? `${code}: ` : ''}${err.message ?? err.cause?.message ?? String(error)}`);
 }
 
-/** Sends one claimed attempt. Never throws: every failure is an outcome to record. */
-export async function sendAttempt(deps: Pick<WebhookWorkerDeps, 'box' | 'clock' | 'config'>, dispatcher: Dispatcher, claimed: ClaimedAttempt): Promise<SendOutcome> {
+/**
+ * Sends one claimed attempt. Never throws: every failure is an outcome to record. With tracing on,
+ * in a CLIENT span of its own trace (the worker runs apart from the request that caused the
+ * event), whose context the receiver gets as `traceparent`. The span names the receiver's host and
+ * port only: a webhook URL's path or query often holds a secret.
+ */
+export function sendAttempt(deps: Pick<WebhookWorkerDeps, 'box' | 'clock' | 'config'>, dispatcher: Dispatcher, claimed: ClaimedAttempt): Promise<SendOutcome> {
+  const traced = tracing;
+  if (traced === null) return send(deps, dispatcher, claimed, undefined);
+  return traced.inSpan(SPAN.webhookDelivery, () => send(deps, dispatcher, claimed, traced), {
+    root: true,
+    kind: 'client',
+    attributes: {
+      [ATTR.httpMethod]: 'POST',
+      ...receiverOf(claimed.url),
+      [ATTR.webhookDeliveryId]: claimed.deliveryId,
+      [ATTR.webhookEventType]: claimed.eventType,
+      [ATTR.webhookAttempt]: claimed.attempt,
+    },
+    after: (outcome) => ({ [ATTR.httpStatus]: outcome.statusCode ?? undefined, [ATTR.webhookResult]: outcome.ok ? 'delivered' : 'failed' }),
+    failure: (outcome) => (outcome.ok ? undefined : outcome.statusCode !== null ? String(outcome.statusCode) : 'WEBHOOK_NOT_DELIVERED'),
+  });
+}
+
+/** server.address and server.port of a receiver's URL; nothing when it does not parse. */
+function receiverOf(url: string): SpanAttributes {
+  try {
+    const parsed = new URL(url);
+    return { [ATTR.serverAddress]: parsed.hostname.replace(/^\[|\]$/g, ''), [ATTR.serverPort]: Number(parsed.port || (parsed.protocol === 'https:' ? 443 : 80)) };
+  } catch {
+    return {};
+  }
+}
+
+async function send(deps: Pick<WebhookWorkerDeps, 'box' | 'clock' | 'config'>, dispatcher: Dispatcher, claimed: ClaimedAttempt, traced: Tracing | undefined): Promise<SendOutcome> {
   const started = performance.now();
   const elapsed = () => Math.round(performance.now() - started);
   const refused = literalTargetProblem(claimed.url, deps.config.allow_private_targets);
@@ -127,6 +162,8 @@ export async function sendAttempt(deps: Pick<WebhookWorkerDeps, 'box' | 'clock' 
   const timeoutMs = claimed.timeoutSeconds * 1000;
   try {
     const { body, headers } = buildAttemptRequest(claimed, openSecret(deps.box, claimed), new Date(deps.clock.now()));
+    // Outside the signed bytes (the signatures cover the body), so adding it changes no signature.
+    traced?.inject(headers);
     const response = await request(claimed.url, {
       method: 'POST',
       headers,

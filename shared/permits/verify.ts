@@ -13,7 +13,8 @@
  * Each refusal has a stable code (`VERIFY_ERROR_CODES`); reasons are for humans only. It never
  * throws and never answers valid when something could not be established: a failing store, key
  * resolver or lookup yields `INTERNAL_ERROR` with `unavailable: true` (the proxy answers 503,
- * verify-permit answers INTERNAL_ERROR). Tokens are never logged or echoed.
+ * verify-permit answers INTERNAL_ERROR). Tokens are never logged or echoed. With tracing on
+ * (shared/telemetry), the consume is a `countersign.permit.consume` span of the caller's.
  *
  * @example
  *   const outcome = await verifyPermit({
@@ -42,6 +43,8 @@ import {
 } from './binding.js';
 import { PERMIT_ALG, PERMIT_LEEWAY_SECONDS, PERMIT_TYP, PermitClaims } from './claims.js';
 import { permitStoreKey, replayEpochKey } from './store-keys.js';
+import { ATTR, SPAN } from '../telemetry/attributes.js';
+import { tracing } from '../telemetry/index.js';
 
 import type { VerifyErrorCode } from './verify-codes.js';
 
@@ -248,10 +251,14 @@ async function verify(options: VerifyPermitOptions): Promise<VerifyOutcome> {
   const ttlMs = Math.max(1, claims.exp * 1000 + leewayMs - options.nowMs);
   let consumption: PermitConsumption;
   try {
-    consumption = await options.store.consumePermit(permitStoreKey(claims.org, claims.jti), ttlMs, options.record?.(claims), {
-      fence: { epochKey: replayEpochKey(claims.org), issuedAtMs: claims.iat * 1000 },
-      ...(options.consumeTimeoutMs !== undefined ? { timeoutMs: options.consumeTimeoutMs } : {}),
-    });
+    // Tracing on: the store's round trip as a span of its own.
+    const traced = tracing;
+    consumption = await (traced === null
+      ? consume(options, claims, ttlMs)
+      : traced.inSpan(SPAN.consume, () => consume(options, claims, ttlMs), {
+          attributes: { [ATTR.permitId]: claims.jti },
+          after: (result) => ({ [ATTR.consumeResult]: result }),
+        }));
   } catch {
     return internal('the revocation and replay state could not be read and updated', claims);
   }
@@ -262,6 +269,14 @@ async function verify(options: VerifyPermitOptions): Promise<VerifyOutcome> {
   if (consumption === 'already_used') return refuse('PERMIT_ALREADY_USED', 'the permit has already been used', claims);
 
   return { valid: true, claims, binding: options.binding.kind, consumed: true };
+}
+
+/** The epoch fence, revocation and consume, with the verification record, in one step of the store. */
+function consume(options: VerifyPermitOptions, claims: PermitClaims, ttlMs: number): Promise<PermitConsumption> {
+  return options.store.consumePermit(permitStoreKey(claims.org, claims.jti), ttlMs, options.record?.(claims), {
+    fence: { epochKey: replayEpochKey(claims.org), issuedAtMs: claims.iat * 1000 },
+    ...(options.consumeTimeoutMs !== undefined ? { timeoutMs: options.consumeTimeoutMs } : {}),
+  });
 }
 
 /** Null when the binding holds, else the refusal. */

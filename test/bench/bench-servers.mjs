@@ -14,6 +14,8 @@
  *                                                   forward with the classic http-proxy
  *   node test/bench/bench-servers.mjs composed-floor  the floor's parts alone: the proxy's Ed25519 verify,
  *                                                   Redis SET NX, the undici-dispatch forward
+ *   node test/bench/bench-servers.mjs otlp-sink     an OTLP/HTTP endpoint that accepts every export and
+ *                                                   discards it, counting (GET /__bench/stats)
  *
  * The configuration comes as one JSON line on stdin (it may hold an API key, which must not show
  * in `ps`); the child listens on a free loopback port and answers one JSON line on stdout,
@@ -268,9 +270,30 @@ async function composedFloor({ upstream: target, authority, apiKey, redisUrl, pe
   });
 }
 
+// ── The OTLP sink ─────────────────────────────────────────────────────────────────────────────
+
+/**
+ * Where a traced proxy exports (tracing-on runs of proxy-compare.mjs): a collector's OTLP/HTTP
+ * endpoint that reads each export whole, answers 200 and keeps nothing but counts
+ * (GET /__bench/stats: export requests and bytes), so the proxy pays the export as it would to a
+ * real collector, and the sink costs the machine as little as a receiver can.
+ */
+function otlpSink() {
+  const stats = { exports: 0, bytes: 0 };
+  return createServer((req, res) => {
+    if (req.url === '/__bench/stats') return sendJson(res, 200, stats);
+    req.on('data', (chunk) => (stats.bytes += chunk.length));
+    req.on('end', () => {
+      stats.exports += 1;
+      res.writeHead(200, { 'content-type': req.headers['content-type'] ?? 'application/x-protobuf', 'content-length': 0 });
+      res.end();
+    });
+  });
+}
+
 // ── Entry ─────────────────────────────────────────────────────────────────────────────────────
 
-const KINDS = { upstream, 'http-proxy-3': httpProxy3, undici: undiciForwarder, 'undici-dispatch': undiciDispatch, naive, 'composed-floor': composedFloor };
+const KINDS = { upstream, 'http-proxy-3': httpProxy3, undici: undiciForwarder, 'undici-dispatch': undiciDispatch, naive, 'composed-floor': composedFloor, 'otlp-sink': otlpSink };
 
 async function main() {
   const kind = process.argv[2];

@@ -1,8 +1,9 @@
 /**
  * What proxy-compare.mjs and evaluate-compare.mjs share: their `LABEL=BUILD[@NODE_OPTIONS]`
  * arguments, their rounds (BENCH_ROUNDS, BENCH_SECONDS, BENCH_WARMUP_SECONDS), the median they
- * report, and builds of git revisions, each checked out into a temporary worktree and compiled
- * there with this checkout's node_modules.
+ * report, the entries that run with tracing on (BENCH_TRACING) and what those export, and builds
+ * of git revisions, each checked out into a temporary worktree and compiled there with this
+ * checkout's node_modules.
  *
  * @example
  *   const entries = process.argv.slice(2).map(parseEntry); // [{ label, build, nodeOptions }]
@@ -16,6 +17,7 @@ import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { request } from 'undici';
 import { percentile, setting } from './bench-common.mjs';
 import { CLI } from './proxy-processes.mjs';
 
@@ -34,6 +36,43 @@ export function parseEntry(arg) {
   const match = /^([\w.-]+)=([^@]+)(?:@(.*))?$/.exec(arg);
   if (!match) throw new Error(`not LABEL=BUILD[@NODE_OPTIONS]: ${arg}`);
   return { label: match[1], build: match[2], nodeOptions: match[3] };
+}
+
+// ── Tracing on and off (BENCH_TRACING) ────────────────────────────────────────────────────────
+
+/**
+ * The labels of BENCH_TRACING=LABEL[,LABEL]: the entries whose process runs with OpenTelemetry
+ * tracing on. Null (after saying why) when it names a label no entry has.
+ */
+export function tracedLabels(entries, log = (line) => process.stdout.write(`${line}\n`)) {
+  const labels = new Set((process.env.BENCH_TRACING ?? '').split(',').map((label) => label.trim()).filter(Boolean));
+  const unknown = [...labels].filter((label) => !entries.some((entry) => entry.label === label));
+  if (unknown.length === 0) return labels;
+  log(`BENCH_TRACING names no entry: ${unknown.join(', ')}`);
+  return null;
+}
+
+/**
+ * The variables that turn a process's tracing on: spans to the OTLP sink (bench-servers.mjs
+ * `otlp-sink`), everything else the SDK's defaults (OTLP/HTTP protobuf, batches of up to 512
+ * spans every 5 s or sooner when full, a queue of 2048).
+ */
+export const tracingEnv = (sink, serviceName) => ({ OTEL_EXPORTER_OTLP_ENDPOINT: sink.url, OTEL_SERVICE_NAME: serviceName });
+
+/** The sink's counters: `{exports, bytes}`. */
+export async function sinkStats(sink) {
+  const response = await request(`${sink.url}/__bench/stats`);
+  return response.body.json();
+}
+
+/**
+ * What one traced run sent, from the sink's counters before and after it, and the spans the SDK
+ * dropped because its queue was full (it warns with the count, in the process's log).
+ */
+export function exportSummary(before, after, output) {
+  const dropped = [...output.matchAll(/Dropped (\d+) spans because maxQueueSize reached/g)].reduce((sum, match) => sum + Number(match[1]), 0);
+  const megabytes = ((after.bytes - before.bytes) / 2 ** 20).toFixed(1);
+  return `${after.exports - before.exports} exports, ${megabytes} MB to the OTLP sink${dropped > 0 ? `; the SDK dropped ${dropped} spans (queue full)` : ''}`;
 }
 
 /**

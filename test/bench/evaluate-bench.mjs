@@ -94,8 +94,8 @@ export function authoritySecrets() {
  * bench's configuration). `cli` and `nodeOptions` pick another build and its Node flags
  * (evaluate-compare.mjs). Stop it with `authority.stop()`.
  */
-export function startEvaluateAuthority({ databaseUrl, redisUrl, dir, cpuProfileDir, cli, nodeOptions, secrets = authoritySecrets() }) {
-  return startAuthority({ databaseUrl, redisUrl, dir, ...secrets, configYaml: authorityYaml('test/bench/evaluate-bench.mjs'), cli, nodeOptions, cpuProfileDir });
+export function startEvaluateAuthority({ databaseUrl, redisUrl, dir, cpuProfileDir, cli, nodeOptions, secrets = authoritySecrets(), env }) {
+  return startAuthority({ databaseUrl, redisUrl, dir, ...secrets, configYaml: authorityYaml('test/bench/evaluate-bench.mjs'), cli, nodeOptions, cpuProfileDir, env });
 }
 
 /** Aborts when the child exits, so the loops stop at once instead of collecting connection errors. */

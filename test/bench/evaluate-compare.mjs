@@ -13,8 +13,10 @@
  *
  * Environment: BENCH_ROUNDS (3), BENCH_SECONDS (4), BENCH_WARMUP_SECONDS (1), BENCH_CONCURRENCY
  * (32), BENCH_RATE (500), BENCH_CPU_PROFILE=DIR (a CPU profile of each build's authority, the last
- * round's, in DIR/LABEL/authority.cpuprofile), and DATABASE_URL / REDIS_URL (else a throwaway
- * Postgres and redis-server, as `npm test` starts them).
+ * round's, in DIR/LABEL/authority.cpuprofile), BENCH_TRACING=LABEL[,LABEL] (those entries'
+ * authorities run with OpenTelemetry tracing on, exporting with the SDK's defaults to an OTLP sink
+ * that accepts and discards; see proxy-compare.mjs), and DATABASE_URL / REDIS_URL (else a
+ * throwaway Postgres and redis-server, as `npm test` starts them).
  *
  * Each build gets a database of its own, migrated by its own authority on its first start, with one
  * organization (admin key, the example policy) created through that build's dist/ modules, so a
@@ -29,6 +31,7 @@
  *   npm run build
  *   node test/bench/evaluate-compare.mjs base=HEAD~1 new=.
  *   BENCH_ROUNDS=5 node test/bench/evaluate-compare.mjs semi16=.@--max-semi-space-size=16 default=.
+ *   BENCH_TRACING=on node test/bench/evaluate-compare.mjs off=. on=.
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -39,15 +42,18 @@ import {
   abortOnExit, authoritySecrets, createEvaluateOrgs, evaluatePool, evaluateSender, loadProduct, spread, startEvaluateAuthority,
 } from './evaluate-bench.mjs';
 import { closedLoop, measureScenario, openLoop } from './evaluate-report.mjs';
-import { createBuilds, median, parseEntry, ROUNDS, SECONDS, WARMUP } from './compare-builds.mjs';
+import { createBuilds, exportSummary, median, parseEntry, ROUNDS, SECONDS, sinkStats, tracedLabels, tracingEnv, WARMUP } from './compare-builds.mjs';
+import { startBenchServer, stopAll } from './proxy-processes.mjs';
 
 const log = (line) => process.stdout.write(`${line}\n`);
 const CONCURRENCY = setting('BENCH_CONCURRENCY', 32, { min: 1, max: 512, integer: true });
 const RATE = setting('BENCH_RATE', 500, { min: 1, max: 5_000, integer: true });
 
 const entries = process.argv.slice(2).map(parseEntry);
-if (entries.length < 2 || new Set(entries.map((entry) => entry.label)).size !== entries.length) {
-  log('usage: node test/bench/evaluate-compare.mjs LABEL=BUILD[@NODE_OPTIONS] LABEL=BUILD[@NODE_OPTIONS] ...  (labels distinct)');
+/** The entries whose authority traces (BENCH_TRACING=LABEL,…). */
+const TRACED = tracedLabels(entries, log);
+if (entries.length < 2 || new Set(entries.map((entry) => entry.label)).size !== entries.length || TRACED === null) {
+  log('usage: node test/bench/evaluate-compare.mjs LABEL=BUILD[@NODE_OPTIONS] LABEL=BUILD[@NODE_OPTIONS] ...  (labels distinct; BENCH_TRACING=LABEL,…)');
   process.exit(2);
 }
 
@@ -69,12 +75,16 @@ async function organizationOf(entry) {
 const PROFILE_DIR = process.env.BENCH_CPU_PROFILE || undefined;
 
 /** One run of one build: its authority started afresh, the closed loop, then the open loop. */
-async function measure(entry, round, redisUrl) {
+async function measure(entry, round, redisUrl, sink) {
+  const traced = TRACED.has(entry.label);
   const authority = await startEvaluateAuthority({
     databaseUrl: entry.database.url, redisUrl, dir: entry.dir, cli: entry.cli, nodeOptions: entry.nodeOptions, secrets: entry.secrets,
     cpuProfileDir: PROFILE_DIR && join(PROFILE_DIR, entry.label),
+    env: traced ? tracingEnv(sink, 'countersign-authority-bench') : {},
   });
+  const exportsBefore = traced ? await sinkStats(sink) : null;
   const pool = evaluatePool(authority.url, CONCURRENCY);
+  let measured;
   try {
     entry.org ??= await organizationOf(entry);
     const signal = AbortSignal.any([stop.signal, abortOnExit(authority)]);
@@ -85,11 +95,14 @@ async function measure(entry, round, redisUrl) {
     const open = await measureScenario('open loop', (window) =>
       openLoop('open loop', evaluateSender(pool, entry.org.key, `${tag}-o`), { rate: RATE, window, signal }), run);
     const kinds = [...closed.errorKinds, ...open.errorKinds].map(([kind, { count, example }]) => `${count}× ${kind}, e.g. ${example}`);
-    return { perSecond: closed.perSecond, cpuUs: closed.authorityUs, p99: open.p99, errors: closed.errors + open.errors, kinds };
+    measured = { perSecond: closed.perSecond, cpuUs: closed.authorityUs, p99: open.p99, errors: closed.errors + open.errors, kinds };
   } finally {
     await pool.close();
     await authority.stop();
   }
+  // After the stop, so the last export (at shutdown) is counted.
+  if (traced) measured.exported = exportSummary(exportsBefore, await sinkStats(sink), authority.output());
+  return measured;
 }
 
 
@@ -135,14 +148,17 @@ async function main() {
       mkdirSync(entry.dir);
       entry.secrets = authoritySecrets();
     }
+    const sink = TRACED.size > 0 ? await startBenchServer('otlp-sink', {}) : undefined;
+    if (sink) log(`tracing on for ${[...TRACED].join(', ')}: OTLP/HTTP (protobuf) to the sink at ${sink.url}, the SDK's default batching; off for the others`);
     log(`\n== evaluate, 1 org: closed loop of ${CONCURRENCY} clients, then open loop at ${RATE}/s; ${ROUNDS} rounds of ${WARMUP} s + ${SECONDS} s each ==`);
     const results = new Map(entries.map((entry) => [entry.label, []]));
     for (let round = 1; round <= ROUNDS; round += 1) {
       for (const entry of entries) {
-        const result = await measure(entry, round, redisUrl);
+        const result = await measure(entry, round, redisUrl, sink);
         results.get(entry.label).push(result);
         log(`round ${round} ${entry.label}: ${fmt(result.perSecond, 0)}/s, ${fmt(result.cpuUs, 0)} µs authority CPU/eval, ` +
-          `p99 at ${RATE}/s ${fmt(result.p99, 2)} ms, ${result.errors} errors${result.kinds.length > 0 ? ` (${result.kinds.join('; ')})` : ''}`);
+          `p99 at ${RATE}/s ${fmt(result.p99, 2)} ms, ${result.errors} errors${result.kinds.length > 0 ? ` (${result.kinds.join('; ')})` : ''}` +
+          `${result.exported ? `; tracing on: ${result.exported}` : ''}`);
       }
     }
     log(`\n${summary(results)}`);
@@ -152,6 +168,7 @@ async function main() {
       // On Ctrl-C a throwaway Postgres got the signal too and is gone with its databases.
       await entry.database?.drop().catch((error) => stop.interrupted() || log(`could not drop a compare database: ${error.message}`));
     }
+    await stopAll();
     await stopServers();
     builds.cleanUp();
     rmSync(dir, { recursive: true, force: true });

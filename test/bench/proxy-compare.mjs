@@ -14,8 +14,16 @@
  * Environment: BENCH_ROUNDS (3), BENCH_SECONDS (4), BENCH_WARMUP_SECONDS (1), BENCH_MODE (`closed`,
  * `open` or `both`; default both), BENCH_PATH (`enforce`, the default, or `pass`: the same GET on a
  * path no route matches, no permit), BENCH_PROXY_CONNECTIONS (32), BENCH_PROXY_RATE (1000),
- * BENCH_CPU_PROFILE=DIR (a CPU profile of each build's proxy per mode, the last round's), and
- * REDIS_URL (else a throwaway redis-server, as `npm test` starts it).
+ * BENCH_CPU_PROFILE=DIR (a CPU profile of each build's proxy per mode, the last round's),
+ * BENCH_TRACING=LABEL[,LABEL] (those entries' proxies run with OpenTelemetry tracing on, exporting
+ * with the SDK's defaults, OTLP/HTTP protobuf, to an OTLP sink of bench-servers.mjs that accepts
+ * and discards; the others with tracing off), and REDIS_URL (else a throwaway redis-server, as
+ * `npm test` starts it).
+ *
+ * What tracing costs, and that off costs nothing measurable, in one run: the same build off and on,
+ * and the build before tracing beside them:
+ *
+ *   BENCH_TRACING=on node test/bench/proxy-compare.mjs before=<commit before tracing> off=. on=.
  *
  * No authority runs: permits are signed here with a fresh Ed25519 key, whose JWKS a small loopback
  * server publishes at /v1/permit-keys. Each run is the enforced route of the proxy benchmark
@@ -39,7 +47,7 @@ import { fmt, formatTable, serverUrl, setting } from './bench-common.mjs';
 import { cpuBetween, cpuTimes, rssSampler } from './proc-stats.mjs';
 import { runGenerator, startBenchServer, startCountersignProxy, stopAll } from './proxy-processes.mjs';
 import { ACTOR, PASS_REQUEST, PERMIT_HEADER, proxyYaml } from './proxy-setup.mjs';
-import { createBuilds, median, parseEntry, ROUNDS, SECONDS, WARMUP } from './compare-builds.mjs';
+import { createBuilds, exportSummary, median, parseEntry, ROUNDS, SECONDS, sinkStats, tracedLabels, tracingEnv, WARMUP } from './compare-builds.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const { buildPermitClaims, signPermit } = await import(join(root, 'dist', 'authority', 'permits', 'sign.js'));
@@ -59,8 +67,10 @@ const ORG = 'default';
 const KID = 'compare-1';
 
 const entries = process.argv.slice(2).map(parseEntry);
-if (entries.length < 2 || !MODES || !['enforce', 'pass'].includes(PATH)) {
-  log('usage: node test/bench/proxy-compare.mjs LABEL=BUILD[@NODE_OPTIONS] LABEL=BUILD[@NODE_OPTIONS] ...  (BENCH_MODE closed|open|both, BENCH_PATH enforce|pass)');
+/** The entries whose proxy traces (BENCH_TRACING=LABEL,…). */
+const TRACED = tracedLabels(entries);
+if (entries.length < 2 || !MODES || !['enforce', 'pass'].includes(PATH) || TRACED === null) {
+  log('usage: node test/bench/proxy-compare.mjs LABEL=BUILD[@NODE_OPTIONS] LABEL=BUILD[@NODE_OPTIONS] ...  (BENCH_MODE closed|open|both, BENCH_PATH enforce|pass, BENCH_TRACING=LABEL,…)');
   process.exit(2);
 }
 
@@ -88,9 +98,13 @@ async function mint(count) {
 }
 
 async function measure(entry, mode, context) {
+  const traced = TRACED.has(entry.label);
   const proxy = await startCountersignProxy({
     dir: context.dir, redisUrl: context.redisUrl, yaml: context.yaml, cli: entry.cli, nodeOptions: entry.nodeOptions, cpuProfileDir: PROFILE_DIR && join(PROFILE_DIR, `${entry.label}-${mode}`),
+    env: traced ? tracingEnv(context.sink, 'countersign-proxy-bench') : {},
   });
+  const exportsBefore = traced ? await sinkStats(context.sink) : null;
+  let measured;
   try {
     const requests = PATH === 'pass' ? [PASS_REQUEST] : await mint(Math.ceil((WARMUP + SECONDS) * (mode === 'open' ? RATE : CLOSED_MINT_RATE)) + 100);
     const spec = {
@@ -102,10 +116,13 @@ async function measure(entry, mode, context) {
     const rss = rssSampler(proxy.pid, 100);
     const result = await runGenerator(spec, { onWindowStart: () => (before = cpuTimes([proxy.pid])), onWindowEnd: () => (after = cpuTimes([proxy.pid])) });
     const memory = rss.stop();
-    return { ...result, cpuPerRequestUs: (1e6 * cpuBetween(before, after)) / result.requests, rssMaxMb: memory.max / 2 ** 20 };
+    measured = { ...result, cpuPerRequestUs: (1e6 * cpuBetween(before, after)) / result.requests, rssMaxMb: memory.max / 2 ** 20 };
   } finally {
     await proxy.stop();
   }
+  // After the stop, so the last export (at shutdown) is counted.
+  if (traced) measured.exported = exportSummary(exportsBefore, await sinkStats(context.sink), proxy.output());
+  return measured;
 }
 
 
@@ -126,8 +143,10 @@ async function main() {
     const keyFile = join(dir, 'proxy.key');
     writeFileSync(keyFile, 'cs_compare_unused', { mode: 0o600 });
     const upstream = await startBenchServer('upstream', { body: UPSTREAM_BODY });
+    const sink = TRACED.size > 0 ? await startBenchServer('otlp-sink', {}) : undefined;
     for (const entry of entries) entry.cli = builds.cliOf(entry.build);
-    const context = { dir, redisUrl, yaml: proxyYaml({ upstream: upstream.url, authority: `http://127.0.0.1:${authority.address().port}`, keyFile, organization: ORG }) };
+    const context = { dir, redisUrl, sink, yaml: proxyYaml({ upstream: upstream.url, authority: `http://127.0.0.1:${authority.address().port}`, keyFile, organization: ORG }) };
+    if (sink) log(`tracing on for ${[...TRACED].join(', ')}: OTLP/HTTP (protobuf) to the sink at ${sink.url}, the SDK's default batching; off for the others`);
 
     for (const mode of MODES) {
       log(`\n== ${PATH === 'pass' ? 'pass-through' : 'enforced route'}, ${mode === 'closed' ? `closed loop, ${CONNECTIONS} connections` : `open loop, ${RATE}/s`}; ${ROUNDS} rounds of ${WARMUP} s + ${SECONDS} s ==`);
@@ -138,7 +157,8 @@ async function main() {
           results.get(entry.label).push(result);
           const cut = result.exhausted ? ` (ran out of permits after ${fmt(result.windowSeconds)} s)` : '';
           const kinds = result.errorKinds.map(({ kind, count }) => `${count}× ${kind}`).join(', ');
-          log(`round ${round} ${entry.label}: ${fmt(result.perSecond, 0)}/s, p99 ${fmt(result.p99, 2)} ms, ${fmt(result.cpuPerRequestUs, 0)} µs CPU/request, RSS max ${fmt(result.rssMaxMb)} MB, ${result.errors} errors${kinds ? ` (${kinds})` : ''}${cut}`);
+          const exported = result.exported ? `; tracing on: ${result.exported}` : '';
+          log(`round ${round} ${entry.label}: ${fmt(result.perSecond, 0)}/s, p99 ${fmt(result.p99, 2)} ms, ${fmt(result.cpuPerRequestUs, 0)} µs CPU/request, RSS max ${fmt(result.rssMaxMb)} MB, ${result.errors} errors${kinds ? ` (${kinds})` : ''}${cut}${exported}`);
         }
       }
       // Closed loop compares throughput (higher is better); open loop, where every build runs at

@@ -112,9 +112,10 @@ const profileArgs = (dir, name) => (dir ? ['--cpu-prof', `--cpu-prof-dir=${resol
  * `countersign authority` on two free loopback ports, log level warn (info would log every request,
  * which the bench must not pay for), so readiness is polled on /readyz rather than read from a log.
  * `cli` may name another build's dist/bin/countersign.js and `nodeOptions` its Node flags
- * (evaluate-compare.mjs); `cpuProfileDir` gets its CPU profile when it exits.
+ * (evaluate-compare.mjs); `cpuProfileDir` gets its CPU profile when it exits; `env` adds variables
+ * (evaluate-compare.mjs's tracing runs set OTEL_*).
  */
-export async function startAuthority({ databaseUrl, redisUrl, dir, bootstrapKey, secretKey, configYaml, cli = CLI, nodeOptions, cpuProfileDir }) {
+export async function startAuthority({ databaseUrl, redisUrl, dir, bootstrapKey, secretKey, configYaml, cli = CLI, nodeOptions, cpuProfileDir, env = {} }) {
   const configFile = join(dir, 'authority.yaml');
   await writeFile(configFile, configYaml);
   const [apiPort, adminPort] = [await freePort(), await freePort()];
@@ -131,6 +132,7 @@ export async function startAuthority({ databaseUrl, redisUrl, dir, bootstrapKey,
       COUNTERSIGN_AUTHORITY_LISTEN: `127.0.0.1:${apiPort}`,
       COUNTERSIGN_AUTHORITY_ADMIN_LISTEN: `127.0.0.1:${adminPort}`,
       COUNTERSIGN_LOG_LEVEL: 'warn',
+      ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -286,6 +286,23 @@ if (helm) {
     t.throws(() => render('helm/examples/payments-app', ['--set', 'countersignProxy.store.command_timeout_ms=10']), 'command_timeout_ms is at least 50');
   });
 
+  t.test('example application: extraEnv reaches the proxy container (tracing variables, say)', async (t) => {
+    const values = join(work, 'proxy-env.yaml');
+    const extraEnv = [
+      { name: 'OTEL_EXPORTER_OTLP_ENDPOINT', value: 'http://otel-collector.observability.svc:4318' },
+      { name: 'OTEL_EXPORTER_OTLP_HEADERS', valueFrom: { secretKeyRef: { name: 'otel', key: 'headers' } } },
+    ];
+    writeFileSync(values, JSON.stringify({ countersignProxy: { extraEnv } }));
+    const objects = render('helm/examples/payments-app', ['-f', values]);
+    validateAll(t, objects);
+    const proxy = find(objects, 'Deployment')[0]!.spec.template.spec.containers.find((c: any) => c.name === 'countersign-proxy');
+    t.same(proxy.env.slice(-2), extraEnv, 'after the chart\'s own variables');
+    t.ok(proxy.env.some((e: any) => e.name === 'COUNTERSIGN_PROXY_LISTEN'), 'which are all still there');
+    const defaults = find(render('helm/examples/payments-app'), 'Deployment')[0]!.spec.template.spec.containers.find((c: any) => c.name === 'countersign-proxy');
+    t.notOk(defaults.env.some((e: any) => e.name.startsWith('OTEL_')), 'none by default');
+    t.throws(() => render('helm/examples/payments-app', ['--set', 'countersignProxy.extraEnv=x']), 'the schema wants a list');
+  });
+
   t.test('switching a route shadow → enforce changes the proxy ConfigMap, not the pod template', async (t) => {
     const base = parse(readFileSync(join(work, 'helm/examples/payments-app/values.yaml'), 'utf8'));
     base.countersignProxy.routes[0].mode = 'enforce';

@@ -61,6 +61,8 @@ resources:
   requests: { cpu: 50m, memory: 64Mi }
   limits: { memory: 256Mi }
 nodeOptions: "--max-semi-space-size=8 --max-old-space-size=96"
+# Extra environment variables of the proxy container (list of EnvVar), such as OTEL_* for tracing.
+extraEnv: []
 {{- end -}}
 
 {{/* The merged proxy values: the caller's over the defaults. */}}
@@ -156,6 +158,9 @@ data:
           name: {{ $ref.name }}
           key: {{ $ref.key }}
     {{- end }}
+    {{- end }}
+    {{- with $v.extraEnv }}
+    {{- toYaml . | nindent 4 }}
     {{- end }}
   ports:
     {{- if not $v.extAuthz.only }}
