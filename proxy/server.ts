@@ -42,7 +42,7 @@ import { Agent } from 'undici';
 import { CountersignError } from '../shared/errors.js';
 import { ATTR } from '../shared/telemetry/attributes.js';
 import { tracing } from '../shared/telemetry/index.js';
-import type { ProxyConfig, ProxyRoute } from './config.js';
+import type { ProxyConfig } from './config.js';
 import type { ExecutionRecords } from './execution-records.js';
 import { executionOutcome, forwardRequest, unavailableError, upstreamOf, type ExecutionOutcome, type Upstream } from './forward.js';
 import { executionRecord, type Gate } from './gate.js';

@@ -15,6 +15,9 @@
  *   `BODY_NOT_SENT`); `true` means it was cut (503 `BODY_TOO_LARGE`), as is a body over the
  *   route's `max_body_bytes`.
  * - Envoy forwards, so there is no upstream answer to observe: no `execution.observed` record.
+ * - Tracing on (shared/telemetry): each check is a server span joining the trace of the request it
+ *   describes, named after its route; the gate's check and the consume are its children. Envoy
+ *   propagates the trace to the upstream itself, so the answer adds no `traceparent`.
  *
  * @example
  *   const check = createExtAuthzCheck({ current: () => state, gate, metrics, logger });
@@ -25,6 +28,8 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Logger } from 'pino';
 import { CountersignError } from '../../shared/errors.js';
+import { ATTR } from '../../shared/telemetry/attributes.js';
+import { tracing } from '../../shared/telemetry/index.js';
 import type { FactSource, ProxyConfig } from '../config.js';
 import type { Gate, GateInput } from '../gate.js';
 import { COUNTERSIGN_HEADERS, parseJson, queryOf, REQUEST_ID, type BufferedBody } from '../http-messages.js';
@@ -77,9 +82,19 @@ export function createExtAuthzCheck(options: ExtAuthzCheckOptions): ExtAuthzChec
     metrics.requests.inc({ route, outcome });
     metrics.requestDuration.observe({ route }, (performance.now() - started) / 1000);
     metrics.extAuthzChecks.inc({ transport, outcome });
+    tracing?.annotateRequest(route, { [ATTR.route]: route, [ATTR.outcome]: outcome });
   }
 
-  async function decide(transport: ExtAuthzTransport, request: ExtAuthzRequest): Promise<ExtAuthzVerdict | null> {
+  function decide(transport: ExtAuthzTransport, request: ExtAuthzRequest): Promise<ExtAuthzVerdict | null> {
+    // Tracing on: a server span in the trace of the request the check describes, the gate's check its child.
+    const traced = tracing;
+    if (traced === null) return decideUntraced(transport, request);
+    return traced.serveCheck(request.method, request.headers, { [ATTR.frontDoor]: `ext_authz_${transport}`, [ATTR.requestId]: request.requestId }, () => decideUntraced(transport, request), (verdict) =>
+      verdict === null ? undefined : verdict.allow ? 200 : verdict.error.status,
+    );
+  }
+
+  async function decideUntraced(transport: ExtAuthzTransport, request: ExtAuthzRequest): Promise<ExtAuthzVerdict | null> {
     const started = performance.now();
     const { requestId, headers } = request;
     const state = current();

@@ -42,6 +42,8 @@ export const ATTR = {
   requestId: 'countersign.request_id',
   /** The proxy's answer: forwarded, blocked, would_block, passthrough, denied_unmatched, … (the metrics' outcome). */
   outcome: 'countersign.outcome',
+  /** Which of the gate's front doors answered: `ext_authz_grpc` or `ext_authz_http` (the forwarding proxy's spans carry none). */
+  frontDoor: 'countersign.front_door',
   evaluationId: 'countersign.evaluation_id',
   reasonCodes: 'countersign.reason_codes',
   actionClass: 'countersign.action_class',

@@ -19,7 +19,7 @@
  *   const telemetry = await startTelemetry({ serviceName: 'countersign-proxy', logger });
  *   resources.add(() => telemetry.shutdown()); // first added, so released last: after the drain
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { SpanAttributes } from './attributes.js';
 import { tracingSettings, type TracingSettings } from './settings.js';
@@ -58,7 +58,13 @@ export interface Tracing {
    * (`traceparent`/`tracestate` of `req`); ends it when `fn` settles, with the response's status.
    */
   serve<T>(req: IncomingMessage, res: ServerResponse, fn: () => Promise<T>): Promise<T>;
-  /** Names the request's server span after its route and adds attributes (no-op outside `serve`). */
+  /**
+   * Runs `fn` (the gate's answer to one Envoy ext_authz check) in a SERVER span that joins the
+   * trace of the request the check describes (the `traceparent`/`tracestate` among `headers`);
+   * ends it with the HTTP status `statusOf` reads from the result.
+   */
+  serveCheck<T>(method: string, headers: IncomingHttpHeaders, attributes: SpanAttributes, fn: () => Promise<T>, statusOf: (result: T) => number | undefined): Promise<T>;
+  /** Names the request's server span after its route and adds attributes (no-op outside `serve` and `serveCheck`). */
   annotateRequest(route: string, attributes: SpanAttributes): void;
   /** An authority request's SERVER span, joining the caller's trace; `inSpan({request})` nests under it. */
   startRequest(req: IncomingMessage, route: string | undefined, attributes: SpanAttributes): RequestSpan;

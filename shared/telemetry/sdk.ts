@@ -9,7 +9,7 @@
  * exception messages or stacks: an error is recorded by its type (`error.type`: the Countersign
  * error code, or the error's class name).
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import {
   context,
   createContextKey,
@@ -126,12 +126,33 @@ function createTracing(): Tracing {
   /** The header names the propagators write (traceparent, tracestate, baggage by default); read once. */
   let propagationFields: Set<string> | undefined;
 
-  const startServer = (req: IncomingMessage, name: string, attributes: Attributes): { span: Span; ctx: Context; method: string } => {
-    const method = req.method ?? 'GET';
-    const parent = propagation.extract(ROOT_CONTEXT, req.headers);
+  const startServer = (method: string, headers: IncomingHttpHeaders, name: string, attributes: Attributes): { span: Span; ctx: Context } => {
+    const parent = propagation.extract(ROOT_CONTEXT, headers);
     const span = tracer.startSpan(name, { kind: SpanKind.SERVER, attributes: { [ATTR.httpMethod]: method, ...attributes } }, parent);
-    return { span, ctx: trace.setSpan(parent, span), method };
+    return { span, ctx: trace.setSpan(parent, span) };
   };
+
+  /** Runs `fn` in a server span that `annotateRequest` can name; ends it with the status `statusOf` reads once `fn` settled. */
+  function runServer<T>(method: string, headers: IncomingHttpHeaders, attributes: Attributes, fn: () => Promise<T>, statusOf: (result?: T) => number | undefined): Promise<T> {
+    const { span, ctx } = startServer(method, headers, method, attributes);
+    let running: Promise<T>;
+    try {
+      running = context.with(ctx.setValue(SERVER_SPAN, { span, method } satisfies ServerEntry), fn);
+    } catch (error) {
+      endServer(span, statusOf(), error);
+      throw error;
+    }
+    return running.then(
+      (result) => {
+        endServer(span, statusOf(result));
+        return result;
+      },
+      (error: unknown) => {
+        endServer(span, statusOf(), error);
+        throw error;
+      },
+    );
+  }
 
   function inSpan<T>(name: string, fn: () => Promise<T>, options: SpanOptions<T> = {}): Promise<T> {
     const parent = options.root === true ? ROOT_CONTEXT : (options.request !== undefined ? requests.get(options.request) : undefined) ?? context.active();
@@ -176,25 +197,11 @@ function createTracing(): Tracing {
 
   return {
     serve<T>(req: IncomingMessage, res: ServerResponse, fn: () => Promise<T>): Promise<T> {
-      const { span, ctx, method } = startServer(req, req.method ?? 'GET', { [ATTR.urlScheme]: 'http' });
-      const status = () => (res.headersSent ? res.statusCode : undefined);
-      let running: Promise<T>;
-      try {
-        running = context.with(ctx.setValue(SERVER_SPAN, { span, method } satisfies ServerEntry), fn);
-      } catch (error) {
-        endServer(span, status(), error);
-        throw error;
-      }
-      return running.then(
-        (result) => {
-          endServer(span, status());
-          return result;
-        },
-        (error: unknown) => {
-          endServer(span, status(), error);
-          throw error;
-        },
-      );
+      return runServer(req.method ?? 'GET', req.headers, { [ATTR.urlScheme]: 'http' }, fn, () => (res.headersSent ? res.statusCode : undefined));
+    },
+
+    serveCheck(method, headers, attributes, fn, statusOf) {
+      return runServer(method, headers, clean(attributes), fn, (result) => (result === undefined ? undefined : statusOf(result)));
     },
 
     annotateRequest(route, attributes) {
@@ -206,7 +213,7 @@ function createTracing(): Tracing {
 
     startRequest(req, route, attributes): RequestSpan {
       const method = req.method ?? 'GET';
-      const { span, ctx } = startServer(req, route === undefined ? method : `${method} ${route}`, clean(attributes));
+      const { span, ctx } = startServer(method, req.headers, route === undefined ? method : `${method} ${route}`, clean(attributes));
       requests.set(req, ctx);
       let ended = false;
       return {

@@ -5,7 +5,8 @@
  * loopback connection. Covers: approvals resolve, escalation create and respond, a webhook
  * delivery (a CLIENT span of its own trace, whose context the receiver gets as `traceparent`),
  * the group commit's links for a batch serving several requests, a server span for an unknown
- * path, and the proxy's spans in shadow mode and when the upstream cannot be reached. Spans are
+ * path, the proxy's spans in shadow mode and when the upstream cannot be reached, and the server
+ * span of an Envoy ext_authz check in the trace of the request it describes. Spans are
  * awaited by polling the receiver; nothing depends on timing.
  */
 import { randomBytes } from 'node:crypto';
@@ -186,7 +187,7 @@ t.test('a server span for a path no route serves is named by the method alone', 
   t.notOk(JSON.stringify(server).includes('12345'), 'the raw path is never recorded');
 });
 
-t.test("the proxy's spans: shadow would-blocks and an upstream that cannot be reached", async (t) => {
+t.test("the proxy's spans: shadow would-blocks, an upstream that cannot be reached, and an ext_authz check in the trace it describes", async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'countersign-tracing-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   const keyFile = join(dir, 'proxy.key');
@@ -199,6 +200,8 @@ admin_listen: 127.0.0.1:0
 upstream: ${await deadUrl()}
 authority: { url: ${api}, api_key_file: ${keyFile} }
 organization: ${authority.acme.id}
+ext_authz:
+  http: { listen: 127.0.0.1:0 }
 routes:
   - name: echo
     match: { method: POST, path: /echo/:id }
@@ -228,4 +231,15 @@ routes:
   t.match(forward, { kind: 'client', statusCode: 2 });
   t.match(forward.attributes, { 'error.type': 'UPSTREAM_REFUSED', 'countersign.upstream': 'not_reached' });
   t.notOk('http.response.status_code' in forward.attributes, 'no answer, no status');
+
+  // The same gate as Envoy's external authorizer: the check joins the trace of the request it describes.
+  const described = traceparent();
+  const check2 = await request(`${proxy.extAuthz.http}/echo/checked`, { method: 'POST', headers: { 'x-actor-id': 'demo-agent', traceparent: described.header } });
+  await check2.body.dump();
+  t.equal(check2.statusCode, 200, 'shadow mode allows');
+  const checkServer = await receiver.waitFor((span) => span.kind === 'server' && span.parentSpanId === described.spanId, 'the ext_authz server span');
+  t.match(checkServer, { name: 'POST echo', traceId: described.traceId });
+  t.match(checkServer.attributes, { 'countersign.front_door': 'ext_authz_http', 'countersign.outcome': 'would_block', 'http.response.status_code': 200 });
+  const gateCheck = await receiver.waitFor((span) => span.name === 'countersign.gate.check' && span.parentSpanId === checkServer.spanId, 'the ext_authz check\'s gate check');
+  t.match(gateCheck.attributes, { 'countersign.mode': 'shadow', 'countersign.verification.reason': 'MISSING_PERMIT' });
 });
