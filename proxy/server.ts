@@ -47,6 +47,7 @@ import type { ExecutionRecords } from './execution-records.js';
 import { executionOutcome, forwardRequest, unavailableError, upstreamOf, type ExecutionOutcome, type Upstream } from './forward.js';
 import { executionRecord, type Gate } from './gate.js';
 import { countVerification, UNMATCHED_ROUTE, type ProxyMetrics, type RequestOutcome } from './metrics.js';
+import { drainHttpServer } from './http-drain.js';
 import { gateState, placeRequest, type GateState } from './placement.js';
 import { ProxyStopped } from './upstream-outcome.js';
 import {
@@ -306,21 +307,7 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
 
   async function drain(timeoutMs: number): Promise<void> {
     draining = true;
-    if (!server.listening && inFlight.size === 0) return;
-    let sweep: NodeJS.Timeout | undefined;
-    let deadline: NodeJS.Timeout | undefined;
-    const closed = new Promise<void>((resolve) => {
-      if (!server.listening) return resolve();
-      server.close(() => resolve());
-      // A connection that just answered stays open for keep-alive; close it once it is idle.
-      sweep = setInterval(() => server.closeIdleConnections(), 25);
-      server.closeIdleConnections();
-    });
-    // A request whose client left may still wait for its upstream's answer, on no connection.
-    const settled = closed.then(() => Promise.allSettled([...inFlight]));
-    await Promise.race([settled, new Promise<void>((resolve) => (deadline = setTimeout(resolve, timeoutMs)))]);
-    clearInterval(sweep);
-    clearTimeout(deadline);
+    await drainHttpServer(server, inFlight, timeoutMs);
   }
 
   return {

@@ -24,6 +24,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { CountersignError } from '../../shared/errors.js';
+import { drainHttpServer } from '../http-drain.js';
 import { readBounded, sendError } from '../http-messages.js';
 import { envoyBodySent, requestIdFrom, type ExtAuthzCheck, type ExtAuthzVerdict } from './check.js';
 
@@ -110,20 +111,7 @@ export async function startExtAuthzHttp(options: ExtAuthzHttpOptions): Promise<E
     serving: () => !draining,
     async drain(timeoutMs) {
       draining = true;
-      if (!server.listening && inFlight.size === 0) return;
-      let sweep: NodeJS.Timeout | undefined;
-      let deadline: NodeJS.Timeout | undefined;
-      const closed = new Promise<void>((resolve) => {
-        if (!server.listening) return resolve();
-        server.close(() => resolve());
-        // Envoy keeps connections to the service alive; close each once it is idle.
-        sweep = setInterval(() => server.closeIdleConnections(), 25);
-        server.closeIdleConnections();
-      });
-      const settled = closed.then(() => Promise.allSettled([...inFlight]));
-      await Promise.race([settled, new Promise<void>((resolve) => (deadline = setTimeout(resolve, timeoutMs)))]);
-      clearInterval(sweep);
-      clearTimeout(deadline);
+      await drainHttpServer(server, inFlight, timeoutMs);
     },
     async close() {
       draining = true;
