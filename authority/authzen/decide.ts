@@ -11,8 +11,14 @@
  * recorded under request id `<X-Request-ID>/<i>`, a form no header or body request_id can take, so
  * a repeated batch repeats entry by entry and never collides with a single evaluation.
  *
- * An entry that cannot be decided for a reason of its own (4xx: its request id was used for other
- * facts, say) is answered `false` with the error in its context, as AuthZEN asks. A failure of the
+ * `X-Request-ID` is the idempotency key, as on evaluate: the same question under the same id gets
+ * its recorded answer. Policy enforcement points often pass the X-Request-ID of the request they
+ * guard on to every check they make for it, though, so another question under an id already used
+ * is not refused (evaluate's 409): it is decided and recorded under `<id>#<digest of the question>`,
+ * which makes it idempotent in turn.
+ *
+ * An entry that cannot be decided for a reason of its own (4xx: another credential used its request
+ * id for this very question, say) is answered `false` with the error in its context, as AuthZEN asks. A failure of the
  * service itself (503: the audit log cannot be written) fails the whole request: entries already
  * decided stay recorded, and the caller, having no answer, must treat every entry as denied.
  *
@@ -20,8 +26,11 @@
  *   const answer = await decideAccess(deps, principal, evaluation, request.id);
  *   const answers = await decideEvaluations(deps, principal, plan, request.id);
  */
+import { hash } from 'node:crypto';
+import { canonicalJson } from '../../shared/canonical-json.js';
 import { CountersignError } from '../../shared/errors.js';
 import type { AuthzenDecision, AuthzenEvaluationDecision } from '../../shared/wire/authzen.js';
+import type { EvaluateWireRequest } from '../../shared/wire/evaluate.js';
 import type { Principal } from '../auth/principal.js';
 import { evaluateAction, type EvaluateDeps, type EvaluateOptions } from '../evaluate/evaluate.js';
 import { decisionOf, errorDecisionOf, stopsAfter, toEvaluateRequest, type AuthzenEvaluation, type EvaluationsPlan } from './mapping.js';
@@ -34,10 +43,21 @@ export function batchEntryRequestId(requestId: string, index: number): string {
   return `${requestId}/${index}`;
 }
 
+/** The request id of a question asked under `requestId` after another question was recorded under it. */
+export function questionRequestId(requestId: string, request: EvaluateWireRequest): string {
+  const { action_type, actor_id, context } = request;
+  return `${requestId}#${hash('sha256', canonicalJson({ action_type, actor_id, context }), 'base64url').slice(0, 16)}`;
+}
+
 /** One evaluation, decided and recorded; errors are the caller's (the error envelope). */
 export async function decideAccess(deps: EvaluateDeps, principal: Principal, evaluation: AuthzenEvaluation, requestId: string, where = ''): Promise<AuthzenDecision> {
   const request = toEvaluateRequest(evaluation, where);
-  return decisionOf(await evaluateAction(deps, principal, request, requestId, AUTHZEN_EVALUATION));
+  try {
+    return decisionOf(await evaluateAction(deps, principal, request, requestId, AUTHZEN_EVALUATION));
+  } catch (error) {
+    if (!(error instanceof CountersignError && error.code === 'conflict')) throw error;
+    return decisionOf(await evaluateAction(deps, principal, request, questionRequestId(requestId, request), AUTHZEN_EVALUATION));
+  }
 }
 
 /** The entries of a batch, in order, up to where its semantic stops. */

@@ -35,7 +35,7 @@ export const TAGS = {
     '',
     'The answer: `decision` is `true` only when Countersign decides `allow`; `deny`, `hold` and `escalate` are `false`. Its `context` carries Countersign\'s `decision`, `reason_codes`, `remediation` (when not allowed), `risk_score`, `mode`, `human_approval_status`, `evaluation_id` and `request_id`, and the `approval_request_id` a hold opened or the `escalation_id` an escalate opened. Once that is approved, send the same evaluation with its id in `context.approvals` (a fresh `X-Request-ID`): the fresh decision is `true`. An approval backs AuthZEN decisions until it expires (no permit uses it up) and still backs one permit on `POST /v1/evaluate`.',
     '',
-    '`X-Request-ID` is echoed on every answer and is the idempotency key, as on evaluate: the same value from the same credential returns the recorded decision; with other facts it is 409. Entry `i` of a batch is recorded under `<X-Request-ID>/<i>`. Send a fresh value (or none) for each new question.',
+    '`X-Request-ID` is echoed on every answer and is the idempotency key, as on evaluate: the same question under the same value from the same credential returns the recorded decision. Entry `i` of a batch is recorded under `<X-Request-ID>/<i>`. Unlike evaluate, another question under a value already used is not refused: enforcement points often pass the X-Request-ID of the request they guard on to every check they make for it, so that question is decided and recorded under `<X-Request-ID>#<digest of the question>` (idempotent in turn), and `context.request_id` says so. A value used by another credential is 409 only when that credential also asked this very question under it.',
     '',
     'Errors are the error envelope (`{error, message, status, request_id}`), never a 200: 400 with `details` for a malformed body, 401, 403, 429 and 503 as on evaluate. A `deny` is a 200 with `decision: false`.',
   ].join('\n'),
@@ -105,7 +105,7 @@ export const OPERATIONS: Readonly<Record<string, OperationDoc>> = {
     description:
       'One AuthZEN 1.0 access evaluation (`subject`, `action`, `resource`, optional `context`), decided and recorded like `POST /v1/evaluate`, and answered `{decision, context}`. No permit is issued, whatever the decision.',
     success: 'The decision: `true` only for allow; Countersign\'s decision, reasons and what it opened in `context`.',
-    errors: { 409: 'The `X-Request-ID` was used for a different request or by another credential.' },
+    errors: { 409: 'Another credential asked this very question under this `X-Request-ID`.' },
   },
   'POST /access/v1/evaluations': {
     operationId: 'accessEvaluations',
@@ -119,7 +119,7 @@ export const OPERATIONS: Readonly<Record<string, OperationDoc>> = {
       'A batch of N entries draws N tokens from the `evaluate` bucket before the first is decided; when the bucket cannot cover them, the answer is 429 `unavailable` and nothing is decided. An entry that cannot be decided for a reason of its own (its request id already used for other facts) is `false` with `context.error` (`status`, `code`, `message`); a failure of the service (503) fails the whole request, and entries decided before it stay recorded.',
     ].join('\n'),
     success: 'The decision of each entry in order, or one decision when the request listed no entries.',
-    errors: { 409: 'Without entries: the `X-Request-ID` was used for a different request or by another credential.' },
+    errors: { 409: 'Without entries: another credential asked this very question under this `X-Request-ID`.' },
   },
   'GET /.well-known/authzen-configuration': {
     operationId: 'getAuthzenConfiguration',

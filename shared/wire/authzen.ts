@@ -160,7 +160,7 @@ export type AuthzenDecisionContext = z.infer<typeof AuthzenDecisionContext>;
 
 const codes = Object.keys(ERROR_CATALOGUE) as [ErrorCode, ...ErrorCode[]];
 
-/** An entry of a batch that could not be decided (a `request_id` reused for other facts, say): closed. */
+/** An entry of a batch that could not be decided (its request id taken by another credential, say): closed. */
 export const AuthzenErrorContext = z.object({
   error: z.object({ status: z.number().int(), code: z.enum(codes), message: z.string() }),
 });

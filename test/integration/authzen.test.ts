@@ -132,11 +132,16 @@ for (const backend of appBackends()) {
       t.ok((event?.payload.details.bound_facts as string[]).includes('target'), 'the resource is a bound fact');
       t.equal(await permitCount(authority), 0, 'no permit row exists');
 
-      // The same X-Request-ID: the recorded decision again; with other facts, 409.
+      // The same X-Request-ID: the recorded decision again. Another question under it is decided
+      // under an id of its own (<id>#<digest>), and is idempotent in turn.
       t.equal(decided(t, await call('POST', evaluation, { body: request, requestId: 'authzen-allow-1' }), 'repeat').context.evaluation_id, allow.context.evaluation_id, 'a repeat decides nothing new');
-      const conflict = await call('POST', evaluation, { body: { ...request, context: production(600) }, requestId: 'authzen-allow-1' });
-      t.equal(conflict.status, 409);
-      t.equal(ErrorEnvelope.parse(conflict.body).error, 'conflict');
+      const other = decided(t, await call('POST', evaluation, { body: { ...request, context: production(600) }, requestId: 'authzen-allow-1' }), 'another question under the same id');
+      t.equal(other.decision, true);
+      t.not(other.context.evaluation_id, allow.context.evaluation_id, 'another question is decided anew, not refused');
+      t.match(other.context.request_id, /^authzen-allow-1#[A-Za-z0-9_-]{16}$/, 'recorded under the id and the digest of the question');
+      t.same((await auditOf(authority, other.context.request_id!)).map((e) => e.type), ['evaluation.decided']);
+      const otherAgain = decided(t, await call('POST', evaluation, { body: { ...request, context: production(600) }, requestId: 'authzen-allow-1' }), 'that question again');
+      t.equal(otherAgain.context.evaluation_id, other.context.evaluation_id, 'idempotent in turn');
       const crossed = await call('POST', '/v1/evaluate', {
         body: { action_type: 'payments.wire', actor_id: 'finance-bot', context: (event?.payload.details as { context: object }).context, request_id: 'authzen-allow-1' },
       });
@@ -225,11 +230,17 @@ for (const backend of appBackends()) {
       t.same(await auditOf(authority, 'batch-permit/2'), [], 'and decides nothing after it');
       t.same(decisions(answers(await batch({ ...defaults, options: { evaluations_semantic: 'execute_all' }, evaluations: order }, 'batch-explicit'), 'explicit execute_all')), [true, false, true]);
 
-      // The same batch id again: entries repeat one by one; an entry with other facts is false with its error.
+      // The same batch id again: entries repeat one by one; an entry with another question is decided under an id of its own.
       const again = answers(await batch({ ...defaults, evaluations: [{ context: production(900) }, entries[1], entries[2]] }, 'batch-all'), 'a repeated batch');
-      t.match(again[0], { decision: false, context: { error: { status: 409, code: 'conflict', message: String } } }, 'an entry that cannot be decided is false with its error');
+      t.match(again[0], { decision: true, context: { request_id: /^batch-all\/0#/ } }, 'another question at entry 0 is decided anew');
       t.equal((again[1]?.context as { evaluation_id: string }).evaluation_id, (all[1]?.context as { evaluation_id: string }).evaluation_id, 'an unchanged entry returns its recorded decision');
-      const denyOnError = answers(await batch({ ...defaults, options: { evaluations_semantic: 'deny_on_first_deny' }, evaluations: [{ context: production(900) }, {}] }, 'batch-all'), 'error under deny_on_first_deny');
+      // Another credential asking that same question under that id: both ids are the first credential's, so 409.
+      const other = await authority.key(['evaluate:write']);
+      const denyOnError = answers(
+        await call('POST', '/access/v1/evaluations', { body: { ...defaults, options: { evaluations_semantic: 'deny_on_first_deny' }, evaluations: [{ context: production(900) }, {}] }, requestId: 'batch-all', token: other }),
+        'error under deny_on_first_deny',
+      );
+      t.match(denyOnError[0], { decision: false, context: { error: { status: 409, code: 'conflict', message: String } } }, 'an entry that cannot be decided is false with its error');
       t.same(decisions(denyOnError), [false], 'an entry error is a denial for deny_on_first_deny');
 
       // No entries, or an empty list: one evaluation, answered in the single form.
