@@ -3,7 +3,7 @@
  * else is taken for a permit id), and, for sessions that may list permits, the newest ones to
  * pick from. Both put the id in the query string, so a story can be linked to.
  */
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { isAbort } from '../api';
 import { listRecentPermits, targetOfInput, type PermitList, type StoryTarget } from '../permits-api';
 import { PATHS } from '../router';
@@ -17,7 +17,16 @@ interface Props {
 export function PermitLookup({ current, onOpen }: Props) {
   const [value, setValue] = useState(current?.id ?? '');
   const [problem, setProblem] = useState<string | null>(null);
-  useEffect(() => setValue(current?.id ?? ''), [current?.kind, current?.id]);
+  // The field follows the story shown (back and forward, a recent permit picked), but only when
+  // that changes: an effect that also ran after the first render would wipe what was typed in
+  // the moment between the page appearing and the effect running.
+  const shown = useRef(current?.id ?? '');
+  useEffect(() => {
+    const id = current?.id ?? '';
+    if (id === shown.current) return;
+    shown.current = id;
+    setValue(id);
+  }, [current?.kind, current?.id]);
 
   const onSubmit = (event: Event): void => {
     event.preventDefault();
