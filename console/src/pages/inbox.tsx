@@ -7,10 +7,12 @@
  * vote's own response is shown, so the item never looks as if the vote had not happened.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, isAbort, resolveApproval, respondToEscalation, type SignedInSession, type VoteDecision } from '../api';
+import { resolveApproval, respondToEscalation, type SignedInSession, type VoteDecision } from '../api';
 import { InboxItemCard } from '../components/inbox-item';
+import { messageOf } from '../components/parts';
 import { formatClock, statusLabel } from '../format';
 import { escalationItem, loadInbox, type InboxItem, type InboxSnapshot } from '../inbox-data';
+import { useLatestLoad } from '../latest-load';
 import { usePageTitle } from '../page-title';
 
 const REFRESH_MS = 5000;
@@ -28,10 +30,6 @@ interface Loaded extends InboxSnapshot {
 }
 
 const isOpen = (item: InboxItem): boolean => item.status === 'pending' || item.status === 'escalated';
-
-function messageOf(error: unknown): string {
-  return error instanceof ApiError ? error.message : 'Something went wrong in the console. Reload the page to try again.';
-}
 
 /** What one vote came to, in words, from the server's answer. */
 async function castVote(item: InboxItem, decision: VoteDecision, note: string, session: SignedInSession): Promise<{ item: InboxItem; message: string }> {
@@ -58,29 +56,19 @@ export function InboxPage({ session }: { session: SignedInSession }) {
   const [problem, setProblem] = useState<string | null>(null);
   const [outcomes, setOutcomes] = useState<ReadonlyMap<string, Outcome>>(new Map());
   const [announcement, setAnnouncement] = useState('');
-  const running = useRef<AbortController | null>(null);
   const sessionRef = useRef(session);
   sessionRef.current = session;
 
-  /** One refresh at a time; `now` abandons a running one, whose answer may predate a vote. */
-  const refresh = async (now = false): Promise<void> => {
-    if (running.current && !now) return;
-    running.current?.abort();
-    const mine = new AbortController();
-    running.current = mine;
-    const startedAt = Date.now();
-    try {
-      const snapshot = await loadInbox(sessionRef.current, mine.signal);
-      if (mine.signal.aborted) return;
-      setLoaded({ ...snapshot, startedAt });
-      setProblem(null);
-    } catch (error) {
-      if (isAbort(error) || mine.signal.aborted) return;
-      setProblem(messageOf(error));
-    } finally {
-      if (running.current === mine) running.current = null;
-    }
-  };
+  /** `now` abandons a running refresh, whose answer may predate a vote; the timer's waits for it. */
+  const load = useLatestLoad(
+    async (signal) => {
+      const startedAt = Date.now();
+      return { ...(await loadInbox(sessionRef.current, signal)), startedAt };
+    },
+    setLoaded,
+    setProblem,
+  );
+  const refresh = (now = false): Promise<void> => load({ ifIdle: !now });
 
   useEffect(() => {
     void refresh();
@@ -92,7 +80,6 @@ export function InboxPage({ session }: { session: SignedInSession }) {
     return () => {
       window.clearInterval(timer);
       document.removeEventListener('visibilitychange', tick);
-      running.current?.abort();
     };
   }, []);
 

@@ -8,18 +8,15 @@
  * the session's own permissions, and the server narrows the rest and refuses what is wider.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, isAbort, type SignedInSession } from '../api';
+import type { SignedInSession } from '../api';
 import { KeyCard } from '../components/keys-card';
 import { EMPTY_DRAFT, KeyCreateForm, type KeyDraft } from '../components/keys-create-form';
 import { KeySecretPanel } from '../components/keys-secret';
 import { formatClock } from '../format';
 import { KEYS_PERMISSION, keyStatus, listKeys, type ApiKeyRecord, type CreatedKey } from '../keys-api';
+import { useLatestLoad } from '../latest-load';
 import { usePageTitle } from '../page-title';
 import '../keys.css';
-
-function messageOf(error: unknown): string {
-  return error instanceof ApiError ? error.message : 'Something went wrong in the console. Reload the page to try again.';
-}
 
 /** Newest first: the key just made is the one people look for. */
 const newestFirst = (a: ApiKeyRecord, b: ApiKeyRecord): number => b.created_at.localeCompare(a.created_at);
@@ -53,34 +50,22 @@ export function KeysPage({ session }: { session: SignedInSession }) {
   /** Bumped to start the form afresh (after a key is made, or to rotate another key). */
   const [formRound, setFormRound] = useState(0);
   const [outcome, setOutcome] = useState<string | null>(null);
-  const running = useRef<AbortController | null>(null);
   const formHeading = useRef<HTMLHeadingElement>(null);
   const outcomeLine = useRef<HTMLParagraphElement>(null);
   const listHeading = useRef<HTMLHeadingElement>(null);
   const focusForm = useRef(false);
 
-  const refresh = async (): Promise<void> => {
-    running.current?.abort();
-    const mine = new AbortController();
-    running.current = mine;
-    try {
-      const list = await listKeys(mine.signal);
-      if (mine.signal.aborted) return;
+  const refresh = useLatestLoad(
+    listKeys,
+    (list) => {
       setKeys(list);
       setLoadedAt(Date.now());
-      setProblem(null);
-    } catch (error) {
-      if (isAbort(error) || mine.signal.aborted) return;
-      setProblem(messageOf(error));
-    } finally {
-      if (running.current === mine) running.current = null;
-    }
-  };
+    },
+    setProblem,
+  );
 
   useEffect(() => {
-    if (!allowed) return;
-    void refresh();
-    return () => running.current?.abort();
+    if (allowed) void refresh();
   }, [allowed]);
 
   useEffect(() => {
