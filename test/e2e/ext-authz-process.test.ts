@@ -25,6 +25,7 @@ import { appBackends, realServersMissing } from '../helpers/backends.js';
 import { ManualClock } from '../helpers/clock.js';
 import { checkRequest, fromCheckResponse, type ClientRequest } from '../helpers/ext-authz-harness.js';
 import { closeServer, listen } from '../helpers/loopback.js';
+import { echoRoutesYaml } from '../helpers/echo-route.js';
 
 interface YamlOptions {
   organization: string;
@@ -46,18 +47,7 @@ ext_authz:
   only: ${o.upstream === undefined}
   grpc: { listen: 127.0.0.1:0 }
   http: { listen: 127.0.0.1:0 }
-routes:
-  - name: echo
-    match: { method: POST, path: /echo/:id }
-    action_type: demo.echo
-    mode: ${o.mode ?? 'enforce'}
-    facts:
-      actor_id: { header: X-Actor-Id }
-      environment: { const: dev }
-      target:
-        type: { const: demo }
-        id: { path: id }
-`;
+${echoRoutesYaml(o.mode)}`;
 }
 
 type CheckClient = Client & { Check(request: CheckRequest, callback: (error: ServiceError | null, response?: CheckResponse) => void): void };

@@ -33,6 +33,7 @@ import { createLogger } from '../../shared/logging.js';
 import { AuditEventsResponse } from '../../shared/wire/audit.js';
 import { EvaluateResponse } from '../../shared/wire/evaluate.js';
 import { PermitResponse } from '../../shared/wire/permits.js';
+import { echoRoutesYaml } from '../helpers/echo-route.js';
 
 const generous = { per_minute: 100_000, burst: 100_000 };
 
@@ -187,18 +188,7 @@ authority:
 organization: ${o.organization}
 redis_url: ${o.redisUrl}
 log_level: silent
-routes:
-  - name: echo
-    match: { method: POST, path: /echo/:id }
-    action_type: demo.echo
-    mode: enforce
-    facts:
-      actor_id: { header: X-Actor-Id }
-      environment: { const: dev }
-      target:
-        type: { const: demo }
-        id: { path: id }
-`;
+${echoRoutesYaml()}`;
 }
 
 interface Stack {

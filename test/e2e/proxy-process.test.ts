@@ -24,6 +24,7 @@ import { createTestAuthority } from '../helpers/authority.js';
 import { appBackends, realServersMissing } from '../helpers/backends.js';
 import { ManualClock } from '../helpers/clock.js';
 import { listen, closeServer, deadUrl } from '../helpers/loopback.js';
+import { echoRoutesYaml } from '../helpers/echo-route.js';
 
 const generous = { rate_limits: { evaluate: { per_minute: 100_000, burst: 100_000 }, plans: { community: { per_minute: 100_000, burst: 100_000 }, business: { per_minute: 100_000, burst: 100_000 } } } };
 
@@ -48,18 +49,7 @@ authority:
 organization: ${o.organization}
 log_level: info
 ${o.extra ?? ''}
-routes:
-  - name: echo
-    match: { method: POST, path: /echo/:id }
-    action_type: demo.echo
-    mode: ${o.mode ?? 'enforce'}
-    facts:
-      actor_id: { header: X-Actor-Id }
-      environment: { const: dev }
-      target:
-        type: { const: demo }
-        id: { path: id }
-`;
+${echoRoutesYaml(o.mode)}`;
 }
 
 async function get(url: string) {

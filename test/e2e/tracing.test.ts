@@ -24,6 +24,7 @@ import t, { type Test } from 'tap';
 import { request } from 'undici';
 import { closeServer, listen } from '../helpers/loopback.js';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.js';
+import { echoRoutesYaml } from '../helpers/echo-route.js';
 
 const CLI = resolve('dist/bin/countersign.js');
 
@@ -113,18 +114,7 @@ authority:
   api_key_file: ${keyFile}
 organization: ${orgId}
 log_level: info
-routes:
-  - name: echo
-    match: { method: POST, path: /echo/:id }
-    action_type: demo.echo
-    mode: enforce
-    facts:
-      actor_id: { header: X-Actor-Id }
-      environment: { const: dev }
-      target:
-        type: { const: demo }
-        id: { path: id }
-`,
+${echoRoutesYaml()}`,
   );
   // The proxy's own in-process store: this test needs no Redis (replay state is not shared with
   // the authority here, which tracing does not care about).

@@ -28,6 +28,7 @@ import { ManualClock } from '../helpers/clock.js';
 import { deadUrl } from '../helpers/loopback.js';
 import { startOtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.js';
 import { startReceiver } from '../helpers/webhook-receiver.js';
+import { echoRoutesYaml } from '../helpers/echo-route.js';
 
 const receiver = await startOtlpReceiver();
 for (const name of Object.keys(process.env)) if (name.startsWith('OTEL_')) delete process.env[name];
@@ -202,16 +203,7 @@ authority: { url: ${api}, api_key_file: ${keyFile} }
 organization: ${authority.acme.id}
 ext_authz:
   http: { listen: 127.0.0.1:0 }
-routes:
-  - name: echo
-    match: { method: POST, path: /echo/:id }
-    action_type: demo.echo
-    mode: shadow
-    facts:
-      actor_id: { header: X-Actor-Id }
-      environment: { const: dev }
-      target: { type: { const: demo }, id: { path: id } }
-`,
+${echoRoutesYaml('shadow')}`,
   );
   const proxy = await startProxy(file, { env: {}, logger, store: opened.store, now: () => clock.now(), watch: false });
   t.teardown(() => proxy.close());
