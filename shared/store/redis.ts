@@ -109,6 +109,8 @@ export class RedisStore implements SharedStore {
   /** How durability is kept after writes, once the servers were read (see checkDurability). */
   #plan: Promise<DurabilityPlan> | undefined;
   #clock: { offsetMs: number; uncertaintyMs: number; measuredAtMs: number } | undefined;
+  /** The connection's socket is corked until the next setImmediate (#coalesceWrites). */
+  #corked = false;
 
   constructor(options: RedisStoreOptions) {
     this.#prefix = options.keyPrefix ?? 'countersign:';
@@ -159,13 +161,8 @@ export class RedisStore implements SharedStore {
       const epochKey = this.#key('epoch', options.fence?.epochKey ?? epochKeyOf(key));
       const nonce = `${NONCE_PREFIX}${(nonceCounter++).toString(36)}`;
       const keys = [marker, this.#key('revoked', key), epochKey, ...(stream ? [stream] : [])];
-      const args = [
-        ttl,
-        options.fence ? String(options.fence.issuedAtMs) : '',
-        String(Math.floor(deadline)),
-        nonce,
-        ...(record ? Object.entries(record.fields).flat() : []),
-      ];
+      const args = [ttl, options.fence ? String(options.fence.issuedAtMs) : '', String(Math.floor(deadline)), nonce];
+      if (record) pushFieldPairs(args, record.fields);
       const plan = await this.#durabilityPlan(client);
       const ackDeadlineMs = startedMs + timeoutMs * 0.9;
       const { reply, notDurable } = await this.#consumeAndAcknowledge(client, plan, keys, args, marker, ackDeadlineMs);
@@ -234,7 +231,7 @@ export class RedisStore implements SharedStore {
     const key = this.#key('stream', stream);
     const startedMs = Date.now();
     const id = await this.#run(this.#commandTimeoutMs, async (client) => {
-      const appended = await client.xadd(key, '*', ...Object.entries(fields).flat());
+      const appended = await client.xadd(key, '*', ...pushFieldPairs([], fields));
       await this.#awaitDurable(client, key, startedMs + this.#commandTimeoutMs);
       return appended;
     });
@@ -251,7 +248,7 @@ export class RedisStore implements SharedStore {
       return await this.#run(this.#commandTimeoutMs, async (client) => {
         // One pipeline, so one write; the stream's {org} tag keeps it on one node in a cluster.
         const pipeline = client.pipeline();
-        for (const fields of batch) pipeline.xadd(key, '*', ...Object.entries(fields).flat());
+        for (const fields of batch) pipeline.xadd(key, '*', ...pushFieldPairs([], fields));
         const replies = (await pipeline.exec()) ?? [];
         const outcomes = batch.map((_, i): PromiseSettledResult<string> => {
           const [error, id] = replies[i] ?? [new Error('no reply')];
@@ -420,6 +417,7 @@ export class RedisStore implements SharedStore {
       await this.#ready();
       // A caller that gave up while the connection came back must not have its command sent later.
       if (expired) throw new StoreError('STORE_UNAVAILABLE', 'given up before Redis was reachable');
+      this.#coalesceWrites();
       return command(this.#client);
     })();
     // The losing side's rejection is handled here, so it never surfaces as unhandled.
@@ -431,6 +429,24 @@ export class RedisStore implements SharedStore {
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  /**
+   * Commands issued while the event loop runs one round of I/O callbacks leave in one write, as
+   * ioredis's auto-pipelining would send them, but without the Pipeline object it builds per batch
+   * (createRedisClient says why): the socket is corked until setImmediate. A Cluster has a socket
+   * per node and keeps ioredis's own auto-pipelining.
+   */
+  #coalesceWrites(): void {
+    if (this.#corked) return;
+    const stream = 'stream' in this.#client ? this.#client.stream : undefined;
+    if (stream === undefined || typeof stream.cork !== 'function') return;
+    this.#corked = true;
+    stream.cork();
+    setImmediate(() => {
+      this.#corked = false;
+      stream.uncork();
+    });
   }
 
   /** Waits for the connection (a store used right after construction, or during a brief reconnect). */
@@ -454,6 +470,12 @@ export class RedisStore implements SharedStore {
     const message = error instanceof Error ? error.message : String(error);
     return new StoreError('STORE_UNAVAILABLE', `Redis command failed: ${message}`, { cause: error });
   }
+}
+
+/** Appends a record's fields to `args` as XADD's name, value pairs; returns `args`. */
+function pushFieldPairs(args: string[], fields: Record<string, string>): string[] {
+  for (const name of Object.keys(fields)) args.push(name, fields[name]!);
+  return args;
 }
 
 /** `epoch:{org}` for a key carrying the `{org}` hash tag; one epoch for keys without a tag. */
