@@ -252,11 +252,13 @@ t.test('canonical forms and refusals', async (t) => {
     ['lone surrogate value', { ...base, extra: 'x\ud800y' }],
     ['lone surrogate key', { ...base, extra: { '\udc00': 1 } }],
     ['lone surrogate in environment', { ...base, environment: '\ud83d' }],
+    ['lone surrogate in a fact name', { ...base, ['x\udc00']: 1 }],
   ];
   for (const [name, facts] of refused) {
     t.equal(errorCode(() => bindingHash('o', facts)), 'INVALID_BOUND_FACT', name);
   }
   t.equal(errorCode(() => bindingHash('', base)), 'INVALID_BOUND_FACT', 'empty org');
+  t.equal(errorCode(() => bindingHash('o\ud800', base)), 'INVALID_BOUND_FACT', 'lone surrogate in the org');
 
   let deep: unknown = 1;
   for (let i = 0; i < 40; i++) deep = [deep];
@@ -302,4 +304,29 @@ t.test('property: the hash depends on the facts, not on their order', async (t) 
       return hash === bindingHash(org, reversed) && hash === independentHash(canonicalJson({ ...JSON.parse(JSON.stringify(facts)), v: 1, org }));
     }),
   ), 'the hash is independent of fact order and equals an independent computation');
+});
+
+t.test('property: the binding text is canonicalJson of the envelope, for any names and values', async (t) => {
+  // Every UTF-16 code unit, lone surrogates included: what the binding cannot write canonically,
+  // it refuses (INVALID_BOUND_FACT), and canonicalJson refuses it too.
+  const anyText = fc.string({ unit: 'binary', maxLength: 6 });
+  const name = fc.string({ unit: 'binary', minLength: 1, maxLength: 6 }).filter((k) => !['v', 'org', '__proto__', ...STANDARD_BOUND_FACTS].includes(k));
+  const value = fc.jsonValue({ maxDepth: 3, stringUnit: 'binary' });
+  t.doesNotThrow(() => fc.assert(
+    fc.property(fc.dictionary(name, value, { maxKeys: 6 }), anyText.filter((org) => org !== ''), (extra, org) => {
+      const facts = { action_type: 'a.b', actor_id: 'u', ...extra };
+      let expected: string | undefined;
+      try {
+        expected = canonicalJson({ ...JSON.parse(JSON.stringify(facts)), v: 1, org });
+      } catch {
+        expected = undefined;
+      }
+      try {
+        return bindingCanonicalJson(org, facts) === expected;
+      } catch (error) {
+        return expected === undefined && error instanceof BindingFactError;
+      }
+    }),
+    { numRuns: 500 },
+  ), 'equal texts, or both refuse');
 });
