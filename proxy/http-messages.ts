@@ -138,15 +138,25 @@ export function forwardHeaders(req: IncomingMessage, permitHeader: string, reque
   }
   const client = req.socket.remoteAddress ?? '';
   const priorFor = req.headers['x-forwarded-for'];
-  const forwardedFor = [priorFor, client].flat().filter((part) => part !== undefined && part !== '').join(', ');
+  const forwardedFor = appendForwardedFor(priorFor, client);
   if (forwardedFor !== '') out.push('x-forwarded-for', forwardedFor);
   // An ingress in front of the sidecar knows the original scheme and host better than we do.
   out.push('x-forwarded-proto', firstOf(req.headers['x-forwarded-proto']) ?? 'http');
   const host = firstOf(req.headers['x-forwarded-host']) ?? req.headers.host;
   if (host !== undefined && host !== '') out.push('x-forwarded-host', host);
   out.push('x-request-id', requestId);
-  for (const [name, value] of Object.entries(added)) out.push(name, value);
+  for (const name of Object.keys(added)) out.push(name, added[name]!);
   return out;
+}
+
+/** The X-Forwarded-For chain the upstream gets: the prior hops (one header or several), then this client. */
+function appendForwardedFor(prior: string | string[] | undefined, client: string): string {
+  let chain = '';
+  for (const part of Array.isArray(prior) ? prior : [prior]) {
+    if (part !== undefined && part !== '') chain = chain === '' ? part : `${chain}, ${part}`;
+  }
+  if (client === '') return chain;
+  return chain === '' ? client : `${chain}, ${client}`;
 }
 
 export function firstOf(value: string | string[] | undefined): string | undefined {
@@ -156,7 +166,8 @@ export function firstOf(value: string | string[] | undefined): string | undefine
 export function responseHeaders(headers: Record<string, string | string[] | undefined>, requestId: string): Record<string, string | string[]> {
   const listed = connectionListed(headers.connection);
   const out: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(headers)) {
+  for (const name of Object.keys(headers)) {
+    const value = headers[name];
     if (value === undefined || isHopByHop(name, listed)) continue;
     out[name] = value;
   }

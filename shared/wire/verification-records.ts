@@ -100,7 +100,10 @@ const CAPS: ReadonlyArray<readonly [keyof VerificationRecord, number]> = Object.
  */
 export function verificationRecordFields(record: VerificationRecord): Record<string, string> {
   const fields: Record<string, string> = {};
-  for (const [name, value] of Object.entries(record)) if (value !== undefined) fields[name] = value;
+  for (const name of Object.keys(record) as (keyof VerificationRecord)[]) {
+    const value = record[name];
+    if (value !== undefined) fields[name] = value;
+  }
   for (const [name, cap] of CAPS) {
     const value = fields[name] as string;
     if (value.length > cap) fields[name] = value.slice(0, cap);

@@ -107,6 +107,14 @@ for (const backend of appBackends()) {
         t.same(ofPermit, ['evaluation.decided', 'permit.issued', 'permit.verified', 'execution.observed'], 'the chain in order in the audit log');
       });
 
+      await t.test('the hops an X-Forwarded-For already names are kept, this client after them', async (t) => {
+        const permit = await h.permit({ id: 'order-xff' });
+        const response = await call(proxy.url, '/echo/order-xff', { token: permit.token, body: '{}', headers: { 'x-forwarded-for': '203.0.113.7, 10.0.0.2' } });
+        t.equal(response.status, 201);
+        const got = received.find((request) => request.url === '/echo/order-xff');
+        t.equal(got?.headers['x-forwarded-for'], '203.0.113.7, 10.0.0.2, 127.0.0.1');
+      });
+
       await t.test('refusals never reach the upstream', async (t) => {
         const before = received.length;
         const refusals = async (route: string, reason: string) =>
