@@ -32,8 +32,9 @@ return {string.format('%.0f', nowMs), 1}
 /**
  * consumePermit. KEYS: marker, revocation entry, epoch, and optionally the record stream.
  * ARGV: TTL in ms; the permit's issue time in ms ('' for no fence); the deadline in Redis ms ('' for
- * none); the marker's value (a nonce that lets release undo exactly this consume); then the record's
- * field, value, ... pairs.
+ * none); the marker's value (a nonce that lets release undo exactly this consume); then, with a
+ * record, its fields as one JSON array [field, value, ...] (recordArgument in redis.ts: one
+ * argument for the client to encode per consume instead of two dozen).
  *
  * Returns {code, record id}: 1 consumed (with the id of the appended record, or ''), 0 already
  * used, -1 revoked, -2 the permit predates the epoch, -3 too late (the caller has given up).
@@ -69,7 +70,7 @@ if not redis.call('SET', KEYS[1], ARGV[4], 'NX', 'PX', ARGV[1]) then
   return {0, ''}
 end
 if #KEYS > 3 then
-  return {1, redis.call('XADD', KEYS[4], '*', unpack(ARGV, 5))}
+  return {1, redis.call('XADD', KEYS[4], '*', unpack(cjson.decode(ARGV[5])))}
 end
 return {1, ''}
 `;

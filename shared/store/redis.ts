@@ -162,7 +162,7 @@ export class RedisStore implements SharedStore {
       const nonce = `${NONCE_PREFIX}${(nonceCounter++).toString(36)}`;
       const keys = [marker, this.#key('revoked', key), epochKey, ...(stream ? [stream] : [])];
       const args = [ttl, options.fence ? String(options.fence.issuedAtMs) : '', String(Math.floor(deadline)), nonce];
-      if (record) pushFieldPairs(args, record.fields);
+      if (record) args.push(recordArgument(record.fields));
       const plan = await this.#durabilityPlan(client);
       const ackDeadlineMs = startedMs + timeoutMs * 0.9;
       const { reply, notDurable } = await this.#consumeAndAcknowledge(client, plan, keys, args, marker, ackDeadlineMs);
@@ -471,6 +471,20 @@ export class RedisStore implements SharedStore {
     return new StoreError('STORE_UNAVAILABLE', `Redis command failed: ${message}`, { cause: error });
   }
 }
+
+/**
+ * A record's fields as the consume script's one JSON argument, [name, value, ...], which the
+ * script decodes with cjson. A lone UTF-16 surrogate becomes U+FFFD first, as it does when a value
+ * is sent as an argument of its own (ioredis writes UTF-8): cjson refuses JSON's escape for it.
+ */
+function recordArgument(fields: Record<string, string>): string {
+  const json = JSON.stringify(pushFieldPairs([], fields));
+  // JSON.stringify writes a lone surrogate as a \udXXX escape; without one, nothing to replace.
+  if (!json.includes('\\ud')) return json;
+  return JSON.stringify(pushFieldPairs([], fields).map((text) => text.replace(LONE_SURROGATE, '\uFFFD')));
+}
+
+const LONE_SURROGATE = /\p{Cs}/gu;
 
 /** Appends a record's fields to `args` as XADD's name, value pairs; returns `args`. */
 function pushFieldPairs(args: string[], fields: Record<string, string>): string[] {

@@ -502,6 +502,27 @@ if (url === undefined) {
       t.match(outcomes[0], { reason: /WRONGTYPE/ });
     });
 
+    t.test("a consume's record arrives exactly as given; a lone surrogate as U+FFFD, as in an appended record", async (t) => {
+      const store = new RedisStore({ url, keyPrefix: uniquePrefix() });
+      t.teardown(() => store.close());
+      const fields = {
+        quotes: 'say "hi"',
+        backslashes: 'C:\\path\\ud83d',
+        controls: 'a\u0000b\nc\td',
+        unicode: 'Zürich €, 東京, \ud83d\ude00',
+        empty: '',
+        lone: 'x\ud800y',
+        ['name \udc00']: 'v',
+      };
+      t.equal(await store.consumePermit('permit:{o}:chars', LONG_TTL_MS, { stream: 'chars', fields }), 'consumed');
+      await store.appendRecord('chars', fields);
+      const [consumed, appended] = await store.readRecords('chars', '0', 10);
+      const expected = { ...fields, lone: 'x\ufffdy', ['name \ufffd']: 'v' };
+      delete (expected as Record<string, string>)['name \udc00'];
+      t.same(consumed?.fields, expected, 'the consume script wrote every field');
+      t.same(appended?.fields, consumed?.fields, 'the same as XADD from the client writes');
+    });
+
     t.test('a store used right after construction waits for its connection', async (t) => {
       const store = new RedisStore({ url, keyPrefix: uniquePrefix() });
       t.teardown(() => store.close());
