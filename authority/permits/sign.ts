@@ -19,8 +19,9 @@ import {
   MAX_PERMIT_LIFETIME_SECONDS,
   PERMIT_ALG,
   PERMIT_TYP,
-  PermitClaims,
   newPermitId,
+  parsePermitClaims,
+  type PermitClaims,
 } from '../../shared/permits/claims.js';
 import type { PermitTarget } from '../../shared/permits/claims.js';
 
@@ -48,7 +49,7 @@ export interface BuildPermitClaimsInput {
   lifetimeSeconds: number;
 }
 
-/** Throws (ZodError, BindingFactError, RangeError) rather than build a permit no gate accepts. */
+/** Throws (PermitClaimsError, BindingFactError, RangeError) rather than build a permit no gate accepts. */
 export function buildPermitClaims(input: BuildPermitClaimsInput): PermitClaims {
   if (!Number.isFinite(input.nowMs)) throw new RangeError('nowMs must be finite');
   if (!Number.isFinite(input.lifetimeSeconds)) throw new RangeError('lifetimeSeconds must be finite');
@@ -87,7 +88,9 @@ export function buildPermitClaims(input: BuildPermitClaimsInput): PermitClaims {
     claims['tgt'] = normalizeBoundFact('target', bound['target']) as PermitTarget;
   }
   if (input.approvals && input.approvals.length > 0) claims['apr'] = [...input.approvals];
-  return PermitClaims.parse(claims);
+  const parsed = parsePermitClaims(claims);
+  if (!parsed.success) throw parsed.error;
+  return parsed.data;
 }
 
 /**
