@@ -19,9 +19,8 @@ import {
   MAX_PERMIT_LIFETIME_SECONDS,
   PERMIT_ALG,
   PERMIT_TYP,
+  PermitClaims,
   newPermitId,
-  parsePermitClaims,
-  type PermitClaims,
 } from '../../shared/permits/claims.js';
 import type { PermitTarget } from '../../shared/permits/claims.js';
 
@@ -49,7 +48,7 @@ export interface BuildPermitClaimsInput {
   lifetimeSeconds: number;
 }
 
-/** Throws (PermitClaimsError, BindingFactError, RangeError) rather than build a permit no gate accepts. */
+/** Throws (ZodError, BindingFactError, RangeError) rather than build a permit no gate accepts. */
 export function buildPermitClaims(input: BuildPermitClaimsInput): PermitClaims {
   if (!Number.isFinite(input.nowMs)) throw new RangeError('nowMs must be finite');
   if (!Number.isFinite(input.lifetimeSeconds)) throw new RangeError('lifetimeSeconds must be finite');
@@ -88,9 +87,7 @@ export function buildPermitClaims(input: BuildPermitClaimsInput): PermitClaims {
     claims['tgt'] = normalizeBoundFact('target', bound['target']) as PermitTarget;
   }
   if (input.approvals && input.approvals.length > 0) claims['apr'] = [...input.approvals];
-  const parsed = parsePermitClaims(claims);
-  if (!parsed.success) throw parsed.error;
-  return parsed.data;
+  return PermitClaims.parse(claims);
 }
 
 /**

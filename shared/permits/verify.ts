@@ -41,7 +41,7 @@ import {
   bindingHashesEqual,
   factOf,
 } from './binding.js';
-import { PERMIT_ALG, PERMIT_LEEWAY_SECONDS, PERMIT_TYP, parsePermitClaims, type PermitClaims } from './claims.js';
+import { PERMIT_ALG, PERMIT_LEEWAY_SECONDS, PERMIT_TYP, PermitClaims } from './claims.js';
 import { permitStoreKey, replayEpochKey } from './store-keys.js';
 import { ATTR, SPAN } from '../telemetry/attributes.js';
 import { tracing } from '../telemetry/index.js';
@@ -215,9 +215,10 @@ async function verify(options: VerifyPermitOptions): Promise<VerifyOutcome> {
   }
   if (!signed) return refuse('PERMIT_INVALID', 'the permit signature is invalid', null);
 
-  const parsed = parsePermitClaims(decodeJson(Buffer.from(parts[1]!, 'base64url')));
+  const parsed = PermitClaims.safeParse(decodeJson(Buffer.from(parts[1]!, 'base64url')));
   if (!parsed.success) {
-    const where = parsed.error.path === '' ? '' : ` (${parsed.error.path})`;
+    const issue = parsed.error.issues[0];
+    const where = issue && issue.path.length > 0 ? ` (${issue.path.join('.')})` : '';
     return refuse('PERMIT_INVALID', `the permit claims are invalid${where}`, null);
   }
   const claims = parsed.data;
