@@ -31,6 +31,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { acknowledgementError, addAcknowledgement, type AcknowledgementPlan } from './redis-acknowledgement.js';
+import { fieldPairs, recordArgument } from './redis-arguments.js';
 import { ENSURE_EPOCH_SCRIPT, CONSUME_SCRIPT, CONSUME_SCRIPT_SHA, RELEASE_SCRIPT, TAKE_TOKEN_SCRIPT } from './redis-scripts.js';
 import { checkDurabilityOf, createRedisClient, measureClockOffset, primariesOf } from './redis-topology.js';
 import type { DurabilityPlan, RedisClient, RedisTopology } from './redis-topology.js';
@@ -231,7 +232,7 @@ export class RedisStore implements SharedStore {
     const key = this.#key('stream', stream);
     const startedMs = Date.now();
     const id = await this.#run(this.#commandTimeoutMs, async (client) => {
-      const appended = await client.xadd(key, '*', ...pushFieldPairs([], fields));
+      const appended = await client.xadd(key, '*', ...fieldPairs(fields));
       await this.#awaitDurable(client, key, startedMs + this.#commandTimeoutMs);
       return appended;
     });
@@ -248,7 +249,7 @@ export class RedisStore implements SharedStore {
       return await this.#run(this.#commandTimeoutMs, async (client) => {
         // One pipeline, so one write; the stream's {org} tag keeps it on one node in a cluster.
         const pipeline = client.pipeline();
-        for (const fields of batch) pipeline.xadd(key, '*', ...pushFieldPairs([], fields));
+        for (const fields of batch) pipeline.xadd(key, '*', ...fieldPairs(fields));
         const replies = (await pipeline.exec()) ?? [];
         const outcomes = batch.map((_, i): PromiseSettledResult<string> => {
           const [error, id] = replies[i] ?? [new Error('no reply')];
@@ -470,26 +471,6 @@ export class RedisStore implements SharedStore {
     const message = error instanceof Error ? error.message : String(error);
     return new StoreError('STORE_UNAVAILABLE', `Redis command failed: ${message}`, { cause: error });
   }
-}
-
-/**
- * A record's fields as the consume script's one JSON argument, [name, value, ...], which the
- * script decodes with cjson. A lone UTF-16 surrogate becomes U+FFFD first, as it does when a value
- * is sent as an argument of its own (ioredis writes UTF-8): cjson refuses JSON's escape for it.
- */
-function recordArgument(fields: Record<string, string>): string {
-  const json = JSON.stringify(pushFieldPairs([], fields));
-  // JSON.stringify writes a lone surrogate as a \udXXX escape; without one, nothing to replace.
-  if (!json.includes('\\ud')) return json;
-  return JSON.stringify(pushFieldPairs([], fields).map((text) => text.replace(LONE_SURROGATE, '\uFFFD')));
-}
-
-const LONE_SURROGATE = /\p{Cs}/gu;
-
-/** Appends a record's fields to `args` as XADD's name, value pairs; returns `args`. */
-function pushFieldPairs(args: string[], fields: Record<string, string>): string[] {
-  for (const name of Object.keys(fields)) args.push(name, fields[name]!);
-  return args;
 }
 
 /** `epoch:{org}` for a key carrying the `{org}` hash tag; one epoch for keys without a tag. */
