@@ -33,7 +33,7 @@ return {string.format('%.0f', nowMs), 1}
  * consumePermit. KEYS: marker, revocation entry, epoch, and optionally the record stream.
  * ARGV: TTL in ms; the permit's issue time in ms ('' for no fence); the deadline in Redis ms ('' for
  * none); the marker's value (a nonce that lets release undo exactly this consume); then, with a
- * record, its fields as one JSON array [field, value, ...] (recordArgument in redis.ts: one
+ * record, its fields as one JSON array [field, value, ...] (redis-arguments.ts: one
  * argument for the client to encode per consume instead of two dozen).
  *
  * Returns {code, record id}: 1 consumed (with the id of the appended record, or ''), 0 already
