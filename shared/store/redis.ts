@@ -247,13 +247,12 @@ export class RedisStore implements SharedStore {
     const startedMs = Date.now();
     try {
       return await this.#run(this.#commandTimeoutMs, async (client) => {
-        // One pipeline, so one write; the stream's {org} tag keeps it on one node in a cluster.
-        const pipeline = client.pipeline();
-        for (const fields of batch) pipeline.xadd(key, '*', ...fieldPairs(fields));
-        const replies = (await pipeline.exec()) ?? [];
-        const outcomes = batch.map((_, i): PromiseSettledResult<string> => {
-          const [error, id] = replies[i] ?? [new Error('no reply')];
-          if (error) return { status: 'rejected', reason: this.#translate(error) };
+        // Issued together, so they leave in one write (#coalesceWrites; a Cluster auto-pipelines),
+        // without a Pipeline object per batch; the stream's {org} tag keeps them on one node.
+        const replies = await Promise.allSettled(batch.map((fields) => client.xadd(key, '*', ...fieldPairs(fields))));
+        const outcomes = replies.map((reply): PromiseSettledResult<string> => {
+          if (reply.status === 'rejected') return { status: 'rejected', reason: this.#translate(reply.reason) };
+          const id = reply.value;
           return typeof id === 'string' ? { status: 'fulfilled', value: id } : { status: 'rejected', reason: new StoreError('STORE_UNAVAILABLE', 'Redis did not return a record id') };
         });
         // One acknowledgement covers every write this connection made before it.
