@@ -1,30 +1,26 @@
 /**
  * The durability acknowledgement that follows a write on the same connection: `WAITAOF 1 0`
- * (durability `aof`) or `WAIT 1` (`replica`), queued on the pipeline that carries the write, so
- * that Redis answers both in one round trip. Which one applies is read from the servers once
- * (`checkDurabilityOf` in redis-topology.ts).
+ * (durability `aof`) or `WAIT 1` (`replica`), sent right after the write, so that Redis answers
+ * both in one round trip. Which one applies is read from the servers once (`checkDurabilityOf` in
+ * redis-topology.ts).
  *
  * @example
- *   const pipeline = client.pipeline().xadd(stream, '*', 'kind', 'permit.verified');
- *   addAcknowledgement(pipeline, plan, Date.now() + 900);
- *   const replies = await pipeline.exec();
- *   const notDurable = acknowledgementError(plan, replies?.[1]); // undefined once acknowledged
+ *   const [written, acknowledged] = await store.inOrder(client, [['XADD', stream, '*', 'kind', 'permit.verified'], acknowledgementCommand(plan, Date.now() + 900)]);
+ *   const notDurable = acknowledgementError(plan, acknowledged); // undefined once acknowledged
  */
-import type { ChainableCommander } from 'ioredis';
 import type { DurabilityPlan } from './redis-topology.js';
 import { StoreError } from './store-errors.js';
 
 /** A durability plan that waits for an acknowledgement after each write. */
 export type AcknowledgementPlan = DurabilityPlan & { wait: 'waitaof' | 'wait' };
 
-/** Queues the acknowledgement of the writes queued before it, waiting at most until `deadlineMs`. */
-export function addAcknowledgement(pipeline: ChainableCommander, plan: AcknowledgementPlan, deadlineMs: number): void {
+/** The command that acknowledges the writes sent before it on the connection, waiting at most until `deadlineMs`. */
+export function acknowledgementCommand(plan: AcknowledgementPlan, deadlineMs: number): [string, ...string[]] {
   const waitMs = String(Math.max(1, Math.floor(deadlineMs - Date.now())));
-  if (plan.wait === 'waitaof') pipeline.call('WAITAOF', '1', '0', waitMs);
-  else pipeline.call('WAIT', '1', waitMs);
+  return plan.wait === 'waitaof' ? ['WAITAOF', '1', '0', waitMs] : ['WAIT', '1', waitMs];
 }
 
-/** Why the acknowledgement's pipeline reply does not show the writes durable (STORE_NOT_DURABLE); undefined when it does. */
+/** Why the acknowledgement's reply does not show the writes durable (STORE_NOT_DURABLE); undefined when it does. */
 export function acknowledgementError(plan: AcknowledgementPlan, result: [Error | null, unknown] | undefined): StoreError | undefined {
   const [error, reply] = result ?? [new Error('no reply'), null];
   if (error) return new StoreError('STORE_NOT_DURABLE', `the ${plan.wait} acknowledgement failed: ${error.message}`, { cause: error });

@@ -30,7 +30,7 @@
  *   await store.close();
  */
 import { randomBytes } from 'node:crypto';
-import { acknowledgementError, addAcknowledgement, type AcknowledgementPlan } from './redis-acknowledgement.js';
+import { acknowledgementCommand, acknowledgementError, type AcknowledgementPlan } from './redis-acknowledgement.js';
 import { fieldPairs, recordArgument } from './redis-arguments.js';
 import { ENSURE_EPOCH_SCRIPT, CONSUME_SCRIPT, CONSUME_SCRIPT_SHA, RELEASE_SCRIPT, TAKE_TOKEN_SCRIPT } from './redis-scripts.js';
 import { checkDurabilityOf, createRedisClient, measureClockOffset, primariesOf } from './redis-topology.js';
@@ -326,17 +326,31 @@ export class RedisStore implements SharedStore {
   async #awaitDurable(client: Client, key: string, deadlineMs: number): Promise<void> {
     const plan = await this.#durabilityPlan(client);
     if (plan === null) return;
-    // A pipeline with a keyed command goes to the node of that key's slot (in a cluster too).
-    const pipeline = client.pipeline().exists(key);
-    addAcknowledgement(pipeline, plan, deadlineMs);
-    const replies = await pipeline.exec();
-    const notDurable = acknowledgementError(plan, replies?.[1]);
+    // The keyed EXISTS takes the acknowledgement to the node of that key's slot in a cluster.
+    const replies = await this.#inOrder(client, [['EXISTS', key], acknowledgementCommand(plan, deadlineMs)]);
+    const notDurable = acknowledgementError(plan, replies[1]);
     if (notDurable) throw notDurable;
   }
 
   /**
-   * The consume script and, when the durability mode asks for one, its acknowledgement, in ONE
-   * pipeline: one round trip instead of two. The script goes as a plain EVALSHA so that the
+   * Sends `commands` in order on one connection and answers their replies as [error, reply] pairs.
+   * One server: as separate commands, which the corked socket sends in one write (#coalesceWrites),
+   * without an ioredis Pipeline object (createRedisClient says what those cost). A Cluster: as a
+   * pipeline, which goes whole to the node of its first keyed command, where a WAIT must run.
+   */
+  async #inOrder(client: Client, commands: [string, ...string[]][]): Promise<[Error | null, unknown][]> {
+    if (client.isCluster) {
+      const pipeline = client.pipeline();
+      for (const [name, ...args] of commands) pipeline.call(name, ...args);
+      return ((await pipeline.exec()) ?? []) as [Error | null, unknown][];
+    }
+    const settled = await Promise.allSettled(commands.map(([name, ...args]) => client.call(name, ...args)));
+    return settled.map((result) => (result.status === 'fulfilled' ? [null, result.value] : [result.reason as Error, null]));
+  }
+
+  /**
+   * The consume script and, when the durability mode asks for one, its acknowledgement, sent
+   * together (#inOrder): one round trip instead of two. The script goes as a plain EVALSHA so that the
    * acknowledgement surely follows it on the connection; only when the server does not know the
    * script (a new server, SCRIPT FLUSH) does it go the two-step way, loading it with EVAL first.
    * `notDurable` says why a consume that happened was not acknowledged.
@@ -350,9 +364,7 @@ export class RedisStore implements SharedStore {
     ackDeadlineMs: number,
   ): Promise<{ reply: [number, string]; notDurable?: unknown }> {
     if (plan === null) return { reply: await client.countersignConsume(keys.length, ...keys, ...args) };
-    const pipeline = client.pipeline().call('EVALSHA', CONSUME_SCRIPT_SHA, String(keys.length), ...keys, ...args);
-    addAcknowledgement(pipeline, plan, ackDeadlineMs);
-    const replies = (await pipeline.exec()) ?? [];
+    const replies = await this.#inOrder(client, [['EVALSHA', CONSUME_SCRIPT_SHA, String(keys.length), ...keys, ...args], acknowledgementCommand(plan, ackDeadlineMs)]);
     const [scriptError, reply] = replies[0] ?? [new Error('no reply')];
     if (scriptError === null) {
       const notDurable = acknowledgementError(plan, replies[1]);
