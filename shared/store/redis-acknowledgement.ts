@@ -5,8 +5,9 @@
  * redis-topology.ts).
  *
  * @example
- *   const [written, acknowledged] = await store.inOrder(client, [['XADD', stream, '*', 'kind', 'permit.verified'], acknowledgementCommand(plan, Date.now() + 900)]);
- *   const notDurable = acknowledgementError(plan, acknowledged); // undefined once acknowledged
+ *   acknowledgementCommand(replicaPlan, Date.now() + 900); // ['WAIT', '1', '900'], sent right behind the write
+ *   acknowledgementError(replicaPlan, [null, 1]); // undefined: one replica acknowledged the writes before it
+ *   acknowledgementError(replicaPlan, [null, 0]); // a STORE_NOT_DURABLE StoreError
  */
 import type { DurabilityPlan } from './redis-topology.js';
 import { StoreError } from './store-errors.js';
