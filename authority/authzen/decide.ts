@@ -26,13 +26,11 @@
  *   const answer = await decideAccess(deps, principal, evaluation, request.id);
  *   const answers = await decideEvaluations(deps, principal, plan, request.id);
  */
-import { hash } from 'node:crypto';
-import { canonicalJson } from '../../shared/canonical-json.js';
 import { CountersignError } from '../../shared/errors.js';
 import type { AuthzenDecision, AuthzenEvaluationDecision } from '../../shared/wire/authzen.js';
 import type { EvaluateWireRequest } from '../../shared/wire/evaluate.js';
 import type { Principal } from '../auth/principal.js';
-import { evaluateAction, type EvaluateDeps, type EvaluateOptions } from '../evaluate/evaluate.js';
+import { evaluateAction, requestFingerprint, type EvaluateDeps, type EvaluateOptions } from '../evaluate/evaluate.js';
 import { decisionOf, errorDecisionOf, stopsAfter, toEvaluateRequest, type AuthzenEvaluation, type EvaluationsPlan } from './mapping.js';
 
 /** How the facade calls the core: decisions only, and marked as AuthZEN's in the audit log. */
@@ -44,9 +42,8 @@ export function batchEntryRequestId(requestId: string, index: number): string {
 }
 
 /** The request id of a question asked under `requestId` after another question was recorded under it. */
-export function questionRequestId(requestId: string, request: EvaluateWireRequest): string {
-  const { action_type, actor_id, context } = request;
-  return `${requestId}#${hash('sha256', canonicalJson({ action_type, actor_id, context }), 'base64url').slice(0, 16)}`;
+function questionRequestId(requestId: string, request: EvaluateWireRequest): string {
+  return `${requestId}#${requestFingerprint(request, AUTHZEN_EVALUATION).slice(0, 16)}`;
 }
 
 /** One evaluation, decided and recorded; errors are the caller's (the error envelope). */

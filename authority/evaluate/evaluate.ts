@@ -102,7 +102,7 @@ function noPolicyDecision(): PolicyDecision {
  * replayed to an evaluate caller, nor the reverse (409). The field is left out otherwise, so the
  * fingerprints of evaluations stored before it existed stay the same.
  */
-function fingerprint(request: EvaluateWireRequest, options: EvaluateOptions): string {
+export function requestFingerprint(request: EvaluateWireRequest, options: EvaluateOptions): string {
   const { action_type, actor_id, context, shadow } = request;
   const withheld = options.permit === 'never' ? { permit: 'never' } : {};
   return createHash('sha256').update(canonicalJson({ action_type, actor_id, context, shadow: shadow === true, ...withheld })).digest('hex');
@@ -154,7 +154,7 @@ async function evaluateOnce(
   const issuesPermit = decided.decision === 'allow' && decided.permit.required && mode === 'live' && options.permit !== 'never';
 
   const evaluationId = randomUUID();
-  const print = fingerprint(request, options);
+  const print = requestFingerprint(request, options);
   let permit: { id: string; token: string; kid: string; expiresAt: Date } | null = null;
   if (issuesPermit) {
     let epochMs: number;
