@@ -247,12 +247,11 @@ export class RedisStore implements SharedStore {
     const startedMs = Date.now();
     try {
       return await this.#run(this.#commandTimeoutMs, async (client) => {
-        // Issued together, so they leave in one write (#coalesceWrites; a Cluster auto-pipelines),
-        // without a Pipeline object per batch; the stream's {org} tag keeps them on one node.
-        const replies = await Promise.allSettled(batch.map((fields) => client.xadd(key, '*', ...fieldPairs(fields))));
-        const outcomes = replies.map((reply): PromiseSettledResult<string> => {
-          if (reply.status === 'rejected') return { status: 'rejected', reason: this.#translate(reply.reason) };
-          const id = reply.value;
+        // In one write; the stream's {org} tag keeps them on one node in a cluster.
+        const replies = await this.#inOrder(client, batch.map((fields): [string, ...string[]] => ['XADD', key, '*', ...fieldPairs(fields)]));
+        const outcomes = batch.map((_, i): PromiseSettledResult<string> => {
+          const [error, id] = replies[i] ?? [new Error('no reply')];
+          if (error) return { status: 'rejected', reason: this.#translate(error) };
           return typeof id === 'string' ? { status: 'fulfilled', value: id } : { status: 'rejected', reason: new StoreError('STORE_UNAVAILABLE', 'Redis did not return a record id') };
         });
         // One acknowledgement covers every write this connection made before it.
