@@ -1,6 +1,6 @@
 /**
  * What proxy-compare.mjs and evaluate-compare.mjs share: their `LABEL=BUILD[@NODE_OPTIONS]`
- * arguments, their rounds (BENCH_ROUNDS, BENCH_SECONDS, BENCH_WARMUP_SECONDS), the median they
+ * arguments, their rounds (BENCH_ROUNDS, BENCH_SECONDS, BENCH_WARMUP_SECONDS, BENCH_PROCESS_WARMUP_SECONDS), the median they
  * report, the entries that run with tracing on (BENCH_TRACING) and what those export, and builds
  * of git revisions, each checked out into a temporary worktree and compiled there with this
  * checkout's node_modules.
@@ -27,6 +27,8 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const ROUNDS = setting('BENCH_ROUNDS', 3, { min: 1, max: 50, integer: true });
 export const SECONDS = setting('BENCH_SECONDS', 4, { min: 0.5, max: 60 });
 export const WARMUP = setting('BENCH_WARMUP_SECONDS', 1, { min: 0, max: 30 });
+/** Seconds of discarded load on each freshly started server before its first run (see test/bench/README.md). */
+export const PROCESS_WARMUP = setting('BENCH_PROCESS_WARMUP_SECONDS', 10, { min: 0, max: 120 });
 
 /** The nearest-rank median of the finite values (with an even count, the lower of the middle two). */
 export const median = (values) => percentile(values.filter(Number.isFinite).sort((a, b) => a - b), 0.5);

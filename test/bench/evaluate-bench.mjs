@@ -11,13 +11,16 @@
  *
  * Scenarios, each a warm-up (discarded) then a measured window; every loop stops at its deadline:
  *   bare append, 1 org / 16 orgs   appendAuditEvent in its own transaction, closed loop
+ *   evaluate, 1 org, first W s     the process warm-up: the closed loop below on the fresh authority,
+ *                                  measured in full and shown, judged by no target
  *   evaluate, 1 org                closed loop of C clients, one organization
  *   evaluate, 16 orgs              closed loop, C/16 clients per organization
  *   evaluate, open loop R/s        one organization, sends on a fixed schedule; latency is measured
  *                                  from the scheduled send time, so a stall is not hidden by the
  *                                  generator waiting for it (coordinated omission)
  *
- * Settings come from run.mjs: seconds, warmupSeconds, concurrency (C), rate (R), cpuProfileDir.
+ * Settings come from run.mjs: seconds, warmupSeconds, processWarmupSeconds (W), concurrency (C), rate (R),
+ * cpuProfileDir.
  * The loops, the CPU accounting, the report and the targets are in evaluate-report.mjs;
  * evaluate-compare.mjs runs the 1-org scenarios against several builds with the helpers exported here.
  *
@@ -25,7 +28,7 @@
  * `ok` is false only when a request failed or the stored records do not match the answers.
  *
  * @example
- *   const { ok } = await runEvaluateBench({ databaseUrl, redisUrl, seconds: 5, warmupSeconds: 1, concurrency: 32, rate: 500, log: console.log, signal });
+ *   const { ok } = await runEvaluateBench({ databaseUrl, redisUrl, seconds: 5, warmupSeconds: 1, processWarmupSeconds: 10, concurrency: 32, rate: 500, log: console.log, signal });
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -260,6 +263,12 @@ async function runScenarios({ product, db, authority, orgs, appendOrgs, options 
   try {
     const closed = (name, count, tag) => (window) =>
       closedLoop(name, spread(orgs.slice(0, count), concurrency, (org, i) => evaluateSender(pool, org.key, `${tag}-${i}`)), { window, signal: run.signal });
+    if (options.processWarmupSeconds > 0) {
+      // Shown, not judged: what the same load costs while the fresh process is still compiling.
+      const name = `evaluate, 1 org, first ${options.processWarmupSeconds} s`;
+      log(`running: ${name} of a fresh authority (the process warm-up)`);
+      results.fresh = await measureScenario(name, closed(name, 1, 'w1'), { ...run, warmupMs: 0, windowMs: options.processWarmupSeconds * 1000 });
+    }
     await step('eval1', 'evaluate, 1 org', closed('evaluate, 1 org', 1, 'e1'));
     await step('eval16', 'evaluate, 16 orgs', closed('evaluate, 16 orgs', ORGS, 'e16'));
     await step('open', `evaluate, 1 org, open loop ${rate}/s`, (window) =>
@@ -291,10 +300,10 @@ export async function runEvaluateBench(options) {
     const appendOrgs = await createAppendOrgs(product, db, ORGS);
     log(`machine: ${availableParallelism()} cores, node ${process.version}; postgres ${facts.version} ` +
       `(fsync=${facts.fsync}, synchronous_commit=${facts.synchronous_commit}); authority at ${authority.url} (child process); ` +
-      `${options.concurrency} clients; ${options.warmupSeconds} s warm-up + ${options.seconds} s per scenario`);
+      `${options.concurrency} clients; ${options.processWarmupSeconds} s process warm-up, then ${options.warmupSeconds} s warm-up + ${options.seconds} s per scenario`);
     const results = await runScenarios({ product, db, authority, orgs: evaluateOrgs, appendOrgs, options });
     report(log, results, options.rate);
-    const answered = results.eval1.ok + results.eval16.ok + results.open.ok;
+    const answered = (results.fresh?.ok ?? 0) + results.eval1.ok + results.eval16.ok + results.open.ok;
     const problems = await checkStored(db, answered);
     if (problems.length === 0) log(`stored: ${answered} evaluations and permits, as answered; every audit chain head matches its events`);
     for (const problem of problems) log(`stored records do not match the answers: ${problem}`);

@@ -11,7 +11,8 @@
  *          checked out into a temporary worktree and built there with this checkout's node_modules
  *   @NODE_OPTIONS  the authority's Node flags for that entry (default: none, as in the evaluate bench)
  *
- * Environment: BENCH_ROUNDS (3), BENCH_SECONDS (4), BENCH_WARMUP_SECONDS (1), BENCH_CONCURRENCY
+ * Environment: BENCH_ROUNDS (3), BENCH_SECONDS (4), BENCH_WARMUP_SECONDS (1), BENCH_PROCESS_WARMUP_SECONDS
+ * (10: a closed loop on each fresh authority before its measured runs), BENCH_CONCURRENCY
  * (32), BENCH_RATE (500), BENCH_CPU_PROFILE=DIR (a CPU profile of each build's authority, the last
  * round's, in DIR/LABEL/authority.cpuprofile), BENCH_TRACING=LABEL[,LABEL] (those entries'
  * authorities run with OpenTelemetry tracing on, exporting with the SDK's defaults to an OTLP sink
@@ -21,8 +22,8 @@
  * Each build gets a database of its own, migrated by its own authority on its first start, with one
  * organization (admin key, the example policy) created through that build's dist/ modules, so a
  * build whose schema differs is set up as its code expects; the database is kept across rounds.
- * Every run starts that build's authority afresh (evaluate-bench.mjs's child), then measures the
- * evaluate bench's 1-org scenarios: a closed loop of BENCH_CONCURRENCY clients (throughput, and
+ * Every run starts that build's authority afresh (evaluate-bench.mjs's child), warms it up, then
+ * measures the evaluate bench's 1-org scenarios: a closed loop of BENCH_CONCURRENCY clients (throughput, and
  * the authority's CPU per evaluation from its own accounting in /proc) and an open loop at
  * BENCH_RATE (p99 from the scheduled send times). It prints every run, then per build the medians
  * and the ratio to the first entry within each round.
@@ -42,7 +43,9 @@ import {
   abortOnExit, authoritySecrets, createEvaluateOrgs, evaluatePool, evaluateSender, loadProduct, spread, startEvaluateAuthority,
 } from './evaluate-bench.mjs';
 import { closedLoop, measureScenario, openLoop } from './evaluate-report.mjs';
-import { createBuilds, exportSummary, median, parseEntry, ROUNDS, SECONDS, sinkStats, tracedLabels, tracingEnv, WARMUP } from './compare-builds.mjs';
+import {
+  createBuilds, exportSummary, median, parseEntry, PROCESS_WARMUP, ROUNDS, SECONDS, sinkStats, tracedLabels, tracingEnv, WARMUP,
+} from './compare-builds.mjs';
 import { startBenchServer, stopAll } from './proxy-processes.mjs';
 
 const log = (line) => process.stdout.write(`${line}\n`);
@@ -90,12 +93,18 @@ async function measure(entry, round, redisUrl, sink) {
     const signal = AbortSignal.any([stop.signal, abortOnExit(authority)]);
     const run = { authority, warmupMs: WARMUP * 1000, windowMs: SECONDS * 1000, signal };
     const tag = `${entry.label}-${round}`;
-    const closed = await measureScenario('closed loop', (window) =>
-      closedLoop('closed loop', spread([entry.org], CONCURRENCY, (org, i) => evaluateSender(pool, org.key, `${tag}-c${i}`)), { window, signal }), run);
+    const closedLoopOf = (name, clientTag) => (window) =>
+      closedLoop(name, spread([entry.org], CONCURRENCY, (org, i) => evaluateSender(pool, org.key, `${tag}-${clientTag}${i}`)), { window, signal });
+    // The process warm-up: the fresh authority compiles its hot code under this load, unmeasured.
+    const warm = PROCESS_WARMUP > 0
+      ? await measureScenario('process warm-up', closedLoopOf('process warm-up', 'w'), { ...run, warmupMs: 0, windowMs: PROCESS_WARMUP * 1000 })
+      : null;
+    const closed = await measureScenario('closed loop', closedLoopOf('closed loop', 'c'), run);
     const open = await measureScenario('open loop', (window) =>
       openLoop('open loop', evaluateSender(pool, entry.org.key, `${tag}-o`), { rate: RATE, window, signal }), run);
-    const kinds = [...closed.errorKinds, ...open.errorKinds].map(([kind, { count, example }]) => `${count}× ${kind}, e.g. ${example}`);
-    measured = { perSecond: closed.perSecond, cpuUs: closed.authorityUs, p99: open.p99, errors: closed.errors + open.errors, kinds };
+    const runs = [warm, closed, open].filter((row) => row !== null);
+    const kinds = runs.flatMap((row) => [...row.errorKinds]).map(([kind, { count, example }]) => `${count}× ${kind}, e.g. ${example}`);
+    measured = { perSecond: closed.perSecond, cpuUs: closed.authorityUs, p99: open.p99, errors: runs.reduce((sum, row) => sum + row.errors, 0), kinds };
   } finally {
     await pool.close();
     await authority.stop();
@@ -150,7 +159,8 @@ async function main() {
     }
     const sink = TRACED.size > 0 ? await startBenchServer('otlp-sink', {}) : undefined;
     if (sink) log(`tracing on for ${[...TRACED].join(', ')}: OTLP/HTTP (protobuf) to the sink at ${sink.url}, the SDK's default batching; off for the others`);
-    log(`\n== evaluate, 1 org: closed loop of ${CONCURRENCY} clients, then open loop at ${RATE}/s; ${ROUNDS} rounds of ${WARMUP} s + ${SECONDS} s each ==`);
+    log(`\n== evaluate, 1 org: closed loop of ${CONCURRENCY} clients, then open loop at ${RATE}/s; ${ROUNDS} rounds of ${WARMUP} s + ${SECONDS} s each, ` +
+      `each on a fresh authority after ${PROCESS_WARMUP} s of process warm-up ==`);
     const results = new Map(entries.map((entry) => [entry.label, []]));
     for (let round = 1; round <= ROUNDS; round += 1) {
       for (const entry of entries) {

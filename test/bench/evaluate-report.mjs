@@ -221,9 +221,10 @@ function target(label, bound, value, shown, pass, note = '') {
 
 /** The table, the ratios to the bare append and the targets, from runEvaluateBench's rows. */
 export function report(log, results, rate) {
-  const { bare1, bare16, eval1, eval16, open } = results;
+  const { bare1, bare16, fresh, eval1, eval16, open } = results;
   log('');
-  log(table([{ row: bare1, bare: true }, { row: bare16, bare: true }, { row: eval1 }, { row: eval16 }, { row: open }]));
+  log(table([{ row: bare1, bare: true }, { row: bare16, bare: true }, ...(fresh ? [{ row: fresh }] : []), { row: eval1 }, { row: eval16 }, { row: open }]));
+  if (fresh) log(`(${fresh.name}: the fresh authority's process warm-up, before the rows below; shown, not judged)`);
   log("(authority µs/eval: the authority process's CPU in the measured window, from /proc, ÷ the evaluations counted in it; " +
     "in the bare rows, marked (bench), the bench process's CPU per append)");
   log(`(cpu: authority and bench process in % of one core, machine in % of all ${availableParallelism()} cores; bench = load generator, or the appender in the bare rows)`);

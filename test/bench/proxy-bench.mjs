@@ -5,7 +5,8 @@
  * event loop with another; the load generator (load-generator.mjs) sends pre-built requests.
  *
  * Rows, each closed loop (C connections, throughput) and open loop (R/s, latency from the
- * scheduled send time); each run is a warm-up (discarded) then a measured window:
+ * scheduled send time); each run is a warm-up (discarded) then a measured window, and each server
+ * gets a process warm-up (discarded) before its first run:
  *   direct upstream        a tiny node:http server answering 200 with a small body
  *   nginx                  reverse proxy, one worker, keep-alive upstream (skipped when not installed)
  *   countersign pass       the Countersign proxy on an unmatched path (`unmatched: pass`)
@@ -33,7 +34,7 @@
  * is false only when a request failed, or what reached the upstream does not match the answers.
  *
  * @example
- *   const { ok } = await runProxyBench({ databaseUrl, redisUrl, seconds: 5, warmupSeconds: 1,
+ *   const { ok } = await runProxyBench({ databaseUrl, redisUrl, seconds: 5, warmupSeconds: 1, processWarmupSeconds: 10,
  *     connections: 32, rate: 1000, soakSeconds: 0, soakRate: 500, log: console.log, signal });
  *   await runProxyBench({ ...sameOptions, only: 'durability' }); // the durability rows alone
  */
@@ -140,9 +141,11 @@ function createMeasure({ upstream, authority, storePids, options }) {
  * A gated closed loop. Its warm-up doubles as the probe of its rate: fed from a batch sized by an
  * upper bound, it runs cold for its first half and is timed over its second (a cold start would
  * understate the rate by half), and the measured run then gets that rate's worth of fresh permits.
+ * Every gate runs it first, before anything else gated, so the probe is also the gate's process
+ * warm-up and lasts as long (at least 1 s).
  */
 async function gatedClosedLoop({ measure, mint, name, server, upperBound, options, log }) {
-  const probeMs = Math.max(1000, options.warmupSeconds * 1000);
+  const probeMs = Math.max(1000, options.warmupSeconds * 1000, options.processWarmupSeconds * 1000);
   // The upper bound is a pass-through rate, well above a gated one: no margin on top of it.
   const probeBatch = await mint(`${name}-probe`, Math.min(MAX_BATCH, Math.ceil(upperBound * (probeMs / 1000)) + options.connections));
   const probe = await measure({ name: `${name} (warm-up)`, server, mode: 'closed', requests: probeBatch, reuse: false, warmupMs: probeMs / 2, windowMs: probeMs / 2, pauseAuthority: true });
@@ -169,7 +172,15 @@ async function runScenarios({ servers, measure, mint, options, log }) {
     ['undici dispatch pass-through', servers.undiciDispatch],
   ].filter(([, server]) => server);
   const rows = { closed: {}, open: {} };
-  const extra = { gatedOk: 0, rss: null };
+  const extra = { gatedOk: 0, rss: null, probes: [] };
+  if (options.processWarmupSeconds > 0) {
+    for (const [name, server] of passThrough) {
+      log(`running: ${name}, process warm-up (${options.processWarmupSeconds} s, closed loop)`);
+      extra.probes.push(await measure({
+        name: `${name} (process warm-up)`, server, mode: 'closed', requests: [PASS_REQUEST], reuse: true, warmupMs: options.processWarmupSeconds * 1000, windowMs: REWARM_MS,
+      }));
+    }
+  }
   for (const mode of ['closed', 'open']) {
     for (const [name, server] of passThrough) {
       log(`running: ${name}, ${mode} loop`);
@@ -180,18 +191,18 @@ async function runScenarios({ servers, measure, mint, options, log }) {
   // The proxy's memory from its first gated request to its last.
   const rss = rssSampler(proxy.pid);
   try {
-    log('running: countersign enforce, closed loop (warm-up and probe, then fresh permits for the window)');
-    const enforce = await gatedClosedLoop({ measure, mint, name: 'countersign enforce', server: proxy, upperBound: rows.closed['countersign pass-through'].perSecond, options, log });
+    const gated = { measure, mint, options, log };
+    log('running: countersign enforce, closed loop (process warm-up and probe, then fresh permits for the window)');
+    const enforce = await gatedClosedLoop({ ...gated, name: 'countersign enforce', server: proxy, upperBound: rows.closed['countersign pass-through'].perSecond });
     rows.closed['countersign enforce'] = enforce.result;
-    log('running: naive gate, closed loop (warm-up and probe, then fresh permits for the window)');
-    const naiveBound = rows.closed['http-proxy-3 pass-through'].perSecond;
-    const naiveRun = await gatedClosedLoop({ measure, mint, name: 'naive gate', server: naive, upperBound: naiveBound, options, log });
+    log('running: naive gate, closed loop (process warm-up and probe, then fresh permits for the window)');
+    const naiveRun = await gatedClosedLoop({ ...gated, name: 'naive gate', server: naive, upperBound: rows.closed['http-proxy-3 pass-through'].perSecond });
     rows.closed['naive gate'] = naiveRun.result;
-    log('running: the floor\'s parts composed, closed loop (warm-up and probe, then fresh permits for the window)');
-    const composedRun = await gatedClosedLoop({ measure, mint, name: 'composed floor', server: servers.composedFloor, upperBound: rows.closed['undici dispatch pass-through'].perSecond, options, log });
+    log('running: the floor\'s parts composed, closed loop (process warm-up and probe, then fresh permits for the window)');
+    const composedRun = await gatedClosedLoop({ ...gated, name: 'composed floor', server: servers.composedFloor, upperBound: rows.closed['undici dispatch pass-through'].perSecond });
     rows.closed['composed floor'] = composedRun.result;
     extra.gatedOk += enforce.probe.ok + naiveRun.probe.ok + composedRun.probe.ok + composedRun.result.ok;
-    extra.probes = [enforce.probe, naiveRun.probe, composedRun.probe];
+    extra.probes.push(enforce.probe, naiveRun.probe, composedRun.probe);
 
     const openCount = Math.ceil(((warmupMs + windowMs) / 1000) * options.rate) + 10;
     const [enforceOpen, naiveOpen] = [await mint('countersign enforce-open', openCount), await mint('naive gate-open', openCount)];
@@ -238,7 +249,8 @@ export async function runProxyBench(options) {
     const idleRss = servers && rssBytes(servers.proxy.pid);
     log(`machine: ${availableParallelism()} cores, node ${process.version}; ` +
       `${servers ? `${servers.nginxNote}; ` : ''}every server, the authority and the load generator are separate processes; ` +
-      `${options.connections} connections closed loop, ${options.rate}/s open loop; ${options.warmupSeconds} s warm-up + ${options.seconds} s per run`);
+      `${options.connections} connections closed loop, ${options.rate}/s open loop; ${options.processWarmupSeconds} s process warm-up per server, ` +
+      `then ${options.warmupSeconds} s warm-up + ${options.seconds} s per run`);
 
     const measureWith = (storePids) => createMeasure({ upstream, authority, storePids, options });
     const measure = measureWith(await localStorePids(redisUrl, options.databaseUrl));

@@ -11,8 +11,8 @@
  *          checked out into a temporary worktree and built there with this checkout's node_modules
  *   @NODE_OPTIONS  the proxy's Node flags for that entry (default: the container's, PROXY_NODE_OPTIONS)
  *
- * Environment: BENCH_ROUNDS (3), BENCH_SECONDS (4), BENCH_WARMUP_SECONDS (1), BENCH_OPEN_WARMUP_SECONDS
- * (2: a closed loop that warms each fresh proxy before an open-loop run), BENCH_MODE (`closed`,
+ * Environment: BENCH_ROUNDS (3), BENCH_SECONDS (4), BENCH_WARMUP_SECONDS (1), BENCH_PROCESS_WARMUP_SECONDS
+ * (10: a closed loop that warms each fresh proxy before its run), BENCH_MODE (`closed`,
  * `open` or `both`; default both), BENCH_PATH (`enforce`, the default, or `pass`: the same GET on a
  * path no route matches, no permit), BENCH_PROXY_CONNECTIONS (32), BENCH_PROXY_RATE (1000),
  * BENCH_CPU_PROFILE=DIR (a CPU profile of each build's proxy per mode, the last round's),
@@ -48,7 +48,9 @@ import { fmt, formatTable, serverUrl, setting } from './bench-common.mjs';
 import { cpuBetween, cpuTimes, rssSampler } from './proc-stats.mjs';
 import { runGenerator, startBenchServer, startCountersignProxy, stopAll } from './proxy-processes.mjs';
 import { ACTOR, PASS_REQUEST, PERMIT_HEADER, proxyYaml } from './proxy-setup.mjs';
-import { createBuilds, exportSummary, median, parseEntry, ROUNDS, SECONDS, sinkStats, tracedLabels, tracingEnv, WARMUP } from './compare-builds.mjs';
+import {
+  createBuilds, exportSummary, median, parseEntry, PROCESS_WARMUP, ROUNDS, SECONDS, sinkStats, tracedLabels, tracingEnv, WARMUP,
+} from './compare-builds.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const { buildPermitClaims, signPermit } = await import(join(root, 'dist', 'authority', 'permits', 'sign.js'));
@@ -63,8 +65,6 @@ const MODES = { closed: ['closed'], open: ['open'], both: ['closed', 'open'] }[p
 const PATH = process.env.BENCH_PATH ?? 'enforce';
 /** Closed loop mints for this rate over warm-up and window; a faster build ends its window early (reported). */
 const CLOSED_MINT_RATE = 6000;
-/** Seconds of closed loop that warm each fresh proxy before an open-loop run (see warmUp). */
-const OPEN_WARMUP = setting('BENCH_OPEN_WARMUP_SECONDS', 2, { min: 0, max: 30 });
 const UPSTREAM_BODY = '{"ok":true,"from":"bench-upstream"}';
 const ORG = 'default';
 const KID = 'compare-1';
@@ -101,18 +101,18 @@ async function mint(count) {
 }
 
 /**
- * A closed loop of OPEN_WARMUP seconds before an open-loop run. A fresh proxy runs its first
- * second or so several times slower (its code not yet optimized), and at a fixed rate the backlog
- * of that start reaches into the measured window, where it, not the build, sets the p99. The full
- * bench's open rows run on a proxy its closed rows have warmed; so do these.
+ * A closed loop of PROCESS_WARMUP seconds on the fresh proxy before its run. A fresh proxy spends
+ * its first seconds compiling its hot code: its first second runs several times slower, its CPU
+ * per request keeps falling for several more, and at a fixed rate the backlog of that start would
+ * reach into the measured window, where it, not the build, would set the p99.
  */
 async function warmUp(proxy) {
-  const requests = PATH === 'pass' ? [PASS_REQUEST] : await mint(Math.ceil(OPEN_WARMUP * CLOSED_MINT_RATE));
+  const requests = PATH === 'pass' ? [PASS_REQUEST] : await mint(Math.ceil(PROCESS_WARMUP * CLOSED_MINT_RATE));
   const result = await runGenerator({
-    origin: proxy.url, mode: 'closed', connections: CONNECTIONS, warmupMs: 0, windowMs: OPEN_WARMUP * 1000,
+    origin: proxy.url, mode: 'closed', connections: CONNECTIONS, warmupMs: 0, windowMs: PROCESS_WARMUP * 1000,
     requests, reuse: PATH === 'pass', expect: { status: 200, body: UPSTREAM_BODY },
   });
-  if (result.errors > 0) throw new Error(`the warm-up before the open loop failed: ${JSON.stringify(result.errorKinds)}`);
+  if (result.errors > 0) throw new Error(`the process warm-up failed: ${JSON.stringify(result.errorKinds)}`);
 }
 
 async function measure(entry, mode, context) {
@@ -124,7 +124,7 @@ async function measure(entry, mode, context) {
   const exportsBefore = traced ? await sinkStats(context.sink) : null;
   let measured;
   try {
-    if (mode === 'open' && OPEN_WARMUP > 0) await warmUp(proxy);
+    if (PROCESS_WARMUP > 0) await warmUp(proxy);
     const requests = PATH === 'pass' ? [PASS_REQUEST] : await mint(Math.ceil((WARMUP + SECONDS) * (mode === 'open' ? RATE : CLOSED_MINT_RATE)) + 100);
     const spec = {
       origin: proxy.url, mode, connections: CONNECTIONS, rate: RATE, warmupMs: WARMUP * 1000, windowMs: SECONDS * 1000,
@@ -168,7 +168,7 @@ async function main() {
     if (sink) log(`tracing on for ${[...TRACED].join(', ')}: OTLP/HTTP (protobuf) to the sink at ${sink.url}, the SDK's default batching; off for the others`);
 
     for (const mode of MODES) {
-      log(`\n== ${PATH === 'pass' ? 'pass-through' : 'enforced route'}, ${mode === 'closed' ? `closed loop, ${CONNECTIONS} connections` : `open loop, ${RATE}/s`}; ${ROUNDS} rounds of ${WARMUP} s + ${SECONDS} s ==`);
+      log(`\n== ${PATH === 'pass' ? 'pass-through' : 'enforced route'}, ${mode === 'closed' ? `closed loop, ${CONNECTIONS} connections` : `open loop, ${RATE}/s`}; ${ROUNDS} rounds of ${WARMUP} s + ${SECONDS} s, each on a fresh proxy after ${PROCESS_WARMUP} s of process warm-up ==`);
       const results = new Map(entries.map((entry) => [entry.label, []]));
       for (let round = 1; round <= ROUNDS; round += 1) {
         for (const entry of entries) {

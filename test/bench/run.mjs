@@ -11,6 +11,9 @@
  * Settings (environment):
  *   BENCH_SECONDS         measured window per scenario, default 5 (at most 60)
  *   BENCH_WARMUP_SECONDS  discarded warm-up per scenario, default 1 (at most 30)
+ *   BENCH_PROCESS_WARMUP_SECONDS  discarded load on each freshly started server before its first
+ *                         measured run, default 10 (at most 120): V8 compiles and tiers up the
+ *                         hot code over a process's first seconds (see test/bench/README.md)
  *   BENCH_CONCURRENCY     closed-loop clients, default 32 (spread evenly over 16 orgs in that scenario)
  *   BENCH_RATE            open-loop requests per second, default 500 (at most 5000)
  *   BENCH_DURABLE=1       start the throwaway Postgres with fsync and synchronous_commit on
@@ -52,6 +55,7 @@ function readOptions() {
   return {
     seconds: setting('BENCH_SECONDS', 5, { min: 0.5, max: 60 }),
     warmupSeconds: setting('BENCH_WARMUP_SECONDS', 1, { min: 0, max: 30 }),
+    processWarmupSeconds: setting('BENCH_PROCESS_WARMUP_SECONDS', 10, { min: 0, max: 120 }),
     concurrency: setting('BENCH_CONCURRENCY', 32, { min: 1, max: 512, integer: true }),
     rate: setting('BENCH_RATE', 500, { min: 1, max: 5_000, integer: true }),
     durable: process.env.BENCH_DURABLE === '1',
