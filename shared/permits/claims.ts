@@ -13,7 +13,7 @@
  *   if (!parsed.success) refuse('PERMIT_INVALID');
  *   const jti = newPermitId(); // 'Xc2lH2k1cTUVbqG7Pq0x9A' (22 base64url characters)
  */
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 import { z } from 'zod';
 
 export const PERMIT_ALG = 'EdDSA';
@@ -34,9 +34,24 @@ const BINDING_HASH_PATTERN = /^[A-Za-z0-9_-]{43}$/;
  */
 const ORG_ID_PATTERN = /^[^{}\p{Cc}]+$/u;
 
+const PERMIT_ID_BYTES = 16;
+/**
+ * Random bytes for permit ids, drawn from the CSPRNG 4 KiB at a time (as node's randomUUID
+ * buffers its own): one `randomBytes(16)` call costs about 2 µs, a slice of this about 0.1 µs.
+ * Every byte is used once.
+ */
+const idEntropy = Buffer.alloc(4096);
+let idEntropyOffset = idEntropy.length;
+
 /** A 128-bit random permit id (`jti`). */
 export function newPermitId(): string {
-  return randomBytes(16).toString('base64url');
+  if (idEntropyOffset + PERMIT_ID_BYTES > idEntropy.length) {
+    randomFillSync(idEntropy);
+    idEntropyOffset = 0;
+  }
+  const id = idEntropy.toString('base64url', idEntropyOffset, idEntropyOffset + PERMIT_ID_BYTES);
+  idEntropyOffset += PERMIT_ID_BYTES;
+  return id;
 }
 
 export function isPermitId(value: string): boolean {
