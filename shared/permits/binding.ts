@@ -30,6 +30,7 @@
  *   bindingHashesEqual(bnd, claims.bnd);
  */
 import { hash, timingSafeEqual } from 'node:crypto';
+import { canonicalJson } from '../canonical-json.js';
 
 export const STANDARD_BOUND_FACTS = [
   'action_type',
@@ -127,27 +128,7 @@ export function bindingCanonicalJson(org: string, facts: Record<string, unknown>
   }
   normalized['v'] = BINDING_VERSION;
   normalized['org'] = checkedString('org', org);
-  return canonicalFact(normalized);
-}
-
-/**
- * RFC 8785 text of a normalized fact: object members sorted by UTF-16 code units, strings and
- * numbers as JSON.stringify writes them, which is what JCS prescribes for them. Exact only for
- * what normalizeBoundFact lets through (plain JSON data, finite numbers, no lone surrogate in a
- * string or a name), the one case where that serializer needs none of canonicalJson's checks;
- * the gate runs it on every request. A property test holds it to canonicalJson.
- */
-function canonicalFact(value: unknown): string {
-  if (typeof value !== 'object' || value === null) return JSON.stringify(value);
-  if (Array.isArray(value)) return `[${value.map(canonicalFact).join(',')}]`;
-  const members = value as Record<string, unknown>;
-  const names = Object.keys(members).sort();
-  let text = '{';
-  for (let i = 0; i < names.length; i++) {
-    const name = names[i]!;
-    text += `${i === 0 ? '' : ','}${JSON.stringify(name)}:${canonicalFact(members[name])}`;
-  }
-  return `${text}}`;
+  return canonicalJson(normalized);
 }
 
 /** Constant-time equality of two binding hashes; false (not an exception) on different lengths. */
