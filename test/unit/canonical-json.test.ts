@@ -45,13 +45,14 @@ t.test('property: the same text with toJSON values, and undefined members and el
 });
 
 t.test('every single UTF-16 code unit, as a value and as a key, alone and in a pair', async (t) => {
+  const disagreements: string[] = [];
   for (let unit = 0; unit <= 0xffff; unit += 1) {
     const text = String.fromCharCode(unit);
     for (const value of [text, { [text]: 1 }, `a${text}\udc00`, `\ud800${text}`]) {
-      if (ours(value) !== oracle(value)) t.fail(`U+${unit.toString(16)}: ${ours(value)} against ${oracle(value)}`);
+      if (ours(value) !== oracle(value)) disagreements.push(`U+${unit.toString(16)}: ${ours(value)} against ${oracle(value)}`);
     }
   }
-  t.pass('all 65,536 agree');
+  t.same(disagreements, [], 'all 65,536 agree');
 });
 
 t.test('refuses what JSON cannot represent exactly, with NOT_CANONICALIZABLE', async (t) => {
