@@ -14,6 +14,7 @@
  * @example
  *   canonicalJson({ b: 1, a: [true, null, 1e21] }); // '{"a":[true,null,1e+21],"b":1}'
  */
+import { hasLoneSurrogate } from './unicode.js';
 
 export class NotCanonicalizableError extends Error {
   readonly code = 'NOT_CANONICALIZABLE';
@@ -33,12 +34,10 @@ export function canonicalJson(value: unknown): string {
 
 /** A character JSON.stringify escapes, or half of a surrogate pair (which may be lone). */
 const NOT_VERBATIM = /[\u0000-\u001f"\\\ud800-\udfff]/;
-/** A high surrogate not followed by a low one, or a low one not preceded by a high one. */
-const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 function writeString(text: string): string {
   if (!NOT_VERBATIM.test(text)) return `"${text}"`;
-  if (LONE_SURROGATE.test(text)) throw new NotCanonicalizableError('Lone surrogate is not allowed');
+  if (hasLoneSurrogate(text)) throw new NotCanonicalizableError('Lone surrogate is not allowed');
   return JSON.stringify(text);
 }
 

@@ -13,6 +13,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { CountersignError, type ErrorDetail } from '../../shared/errors.js';
+import { hasLoneSurrogate } from '../../shared/unicode.js';
 
 export const DEFAULT_MAX_JSON_DEPTH = 32;
 
@@ -38,12 +39,9 @@ export function inputProblem(value: unknown, path: string, maxDepth: number, dep
   return null;
 }
 
-/** A high surrogate not followed by a low one, or a low one not preceded by a high one. */
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
 function textProblem(text: string, path: string): ErrorDetail | null {
   if (text.includes('\u0000')) return { path, message: 'text must not contain NUL' };
-  if (LONE_SURROGATE.test(text)) return { path, message: 'text must be well-formed Unicode (no lone surrogates)' };
+  if (hasLoneSurrogate(text)) return { path, message: 'text must be well-formed Unicode (no lone surrogates)' };
   return null;
 }
 

@@ -31,6 +31,7 @@
  */
 import { hash, timingSafeEqual } from 'node:crypto';
 import { canonicalJson } from '../canonical-json.js';
+import { hasLoneSurrogate } from '../unicode.js';
 
 export const STANDARD_BOUND_FACTS = [
   'action_type',
@@ -52,7 +53,6 @@ export const BINDING_VERSION = 1;
 /** `v` and `org` would overwrite the envelope; `__proto__` would vanish into a prototype. */
 const RESERVED_FACT_NAMES: ReadonlySet<string> = new Set(['v', 'org', '__proto__']);
 const MAX_FACT_DEPTH = 32;
-const LONE_SURROGATE = /\p{Cs}/u;
 
 /** A fact that has no canonical form, or a name that cannot be bound. */
 export class BindingFactError extends Error {
@@ -181,7 +181,7 @@ function assertBindableName(name: string): void {
 }
 
 function checkedString(name: string, value: string): string {
-  if (LONE_SURROGATE.test(value)) throw new BindingFactError(name, 'contains a lone UTF-16 surrogate');
+  if (hasLoneSurrogate(value)) throw new BindingFactError(name, 'contains a lone UTF-16 surrogate');
   return value;
 }
 

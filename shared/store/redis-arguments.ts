@@ -8,6 +8,7 @@
  *   fieldPairs({ kind: 'permit.verified', mode: 'enforce' }); // ['kind', 'permit.verified', 'mode', 'enforce']
  *   recordArgument({ kind: 'permit.verified' }); // '["kind","permit.verified"]'
  */
+import { withoutLoneSurrogates } from '../unicode.js';
 
 /** A record's fields as XADD's name, value pairs. */
 export function fieldPairs(fields: Record<string, string>): string[] {
@@ -22,10 +23,9 @@ export function fieldPairs(fields: Record<string, string>): string[] {
  * is sent as an argument of its own (ioredis writes UTF-8): cjson refuses JSON's escape for it.
  */
 export function recordArgument(fields: Record<string, string>): string {
-  const json = JSON.stringify(fieldPairs(fields));
+  const pairs = fieldPairs(fields);
+  const json = JSON.stringify(pairs);
   // JSON.stringify writes a lone surrogate as a \udXXX escape; without one, nothing to replace.
   if (!json.includes('\\ud')) return json;
-  return JSON.stringify(fieldPairs(fields).map((text) => text.replace(LONE_SURROGATE, '\uFFFD')));
+  return JSON.stringify(pairs.map(withoutLoneSurrogates));
 }
-
-const LONE_SURROGATE = /\p{Cs}/gu;
