@@ -15,7 +15,7 @@
  *   const { escalation, quorumProgress } = EscalationDetailResponse.parse(await response.json());
  */
 import { z } from 'zod';
-import { UNRECORDABLE } from './recordable-text.js';
+import { isRecordable, RECORDABLE_MESSAGE } from './recordable-text.js';
 
 export const QUORUM_TIERS = ['single_approver', 'simple_majority', 'two_thirds', 'unanimous'] as const;
 export type QuorumTier = (typeof QUORUM_TIERS)[number];
@@ -45,18 +45,18 @@ export const MAX_ESCALATION_CHAIN = 8;
 const MAX_JSON_DEPTH = 32;
 
 // NUL cannot be stored in Postgres text or jsonb, and a lone surrogate has no canonical JSON form
-// for the audit chain: both are refused here (UNRECORDABLE) instead of failing (500) where they are written.
+// for the audit chain: both are refused here (isRecordable) instead of failing (500) where they are written.
 /** Why `value` cannot be recorded as it is, or null. Iterative, so no input can exhaust the stack. */
 export function unrecordableProblem(value: unknown): string | null {
   const pending: Array<{ value: unknown; depth: number }> = [{ value, depth: 0 }];
   while (pending.length > 0) {
     const { value: item, depth } = pending.pop() as { value: unknown; depth: number };
     if (typeof item === 'string') {
-      if (UNRECORDABLE.test(item)) return 'text must not contain NUL characters or unpaired surrogates';
+      if (!isRecordable(item)) return 'text must not contain NUL characters or unpaired surrogates';
     } else if (item !== null && typeof item === 'object') {
       if (depth >= MAX_JSON_DEPTH) return `nested deeper than ${MAX_JSON_DEPTH} levels`;
       for (const [key, child] of Object.entries(item)) {
-        if (UNRECORDABLE.test(key)) return 'keys must not contain NUL characters or unpaired surrogates';
+        if (!isRecordable(key)) return 'keys must not contain NUL characters or unpaired surrogates';
         pending.push({ value: child, depth: depth + 1 });
       }
     }
@@ -70,7 +70,7 @@ const Text = (max: number) =>
     .trim()
     .min(1)
     .max(max)
-    .refine((value) => !UNRECORDABLE.test(value), { message: 'must not contain NUL characters or unpaired surrogates' });
+    .refine(isRecordable, RECORDABLE_MESSAGE);
 
 const JsonObject = z.record(z.string(), z.unknown()).superRefine((value, ctx) => {
   const problem = unrecordableProblem(value);
@@ -237,7 +237,7 @@ export const RespondRequest = z
       .string()
       .trim()
       .max(2000)
-      .refine((value) => !UNRECORDABLE.test(value), { message: 'must not contain NUL characters or unpaired surrogates' })
+      .refine(isRecordable, RECORDABLE_MESSAGE)
       .optional(),
   })
   .strict();

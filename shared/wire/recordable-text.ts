@@ -6,8 +6,8 @@
  * @example
  *   note: z.string().max(2000).refine(isRecordable, RECORDABLE_MESSAGE).optional()
  */
-export const UNRECORDABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+import { hasLoneSurrogate } from '../unicode.js';
 
 export const RECORDABLE_MESSAGE = { message: 'must not contain NUL characters or unpaired surrogates' };
 
-export const isRecordable = (text: string): boolean => !UNRECORDABLE.test(text);
+export const isRecordable = (text: string): boolean => !text.includes('\u0000') && !hasLoneSurrogate(text);
