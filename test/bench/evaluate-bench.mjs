@@ -1,6 +1,6 @@
 /**
  * The evaluate benchmark on real Postgres and Redis: end-to-end `POST /v1/evaluate` throughput,
- * latency and the authority's CPU per evaluation, printed beside the bare hash-chained insert rate
+ * latency and the CPU per evaluation of the authority and of Postgres, printed beside the bare hash-chained insert rate
  * (`appendAuditEvent`, one event per transaction) measured against the same Postgres in the same
  * run, so throughput is read as a ratio rather than as an absolute number from an unknown machine.
  *
@@ -40,6 +40,7 @@ import { Pool } from 'undici';
 import { authorityYaml, createBenchDatabase, describeExit } from './bench-common.mjs';
 import { checkStored, closedLoop, measureScenario, openLoop, report } from './evaluate-report.mjs';
 import { startAuthority } from './proxy-processes.mjs';
+import { localStorePids } from './proxy-setup.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const DIST = join(root, 'dist');
@@ -242,10 +243,11 @@ export function spread(orgs, concurrency, makeSender) {
 
 // ── Run ───────────────────────────────────────────────────────────────────────────────────────
 
-async function runScenarios({ product, db, authority, orgs, appendOrgs, options }) {
+async function runScenarios({ product, db, authority, orgs, appendOrgs, postgresPids, options }) {
   const { concurrency, rate, log } = options;
   const run = {
     authority,
+    postgresPids,
     warmupMs: options.warmupSeconds * 1000,
     windowMs: options.seconds * 1000,
     signal: AbortSignal.any([options.signal, abortOnExit(authority)]),
@@ -301,7 +303,9 @@ export async function runEvaluateBench(options) {
     log(`machine: ${availableParallelism()} cores, node ${process.version}; postgres ${facts.version} ` +
       `(fsync=${facts.fsync}, synchronous_commit=${facts.synchronous_commit}); authority at ${authority.url} (child process); ` +
       `${options.concurrency} clients; ${options.processWarmupSeconds} s process warm-up, then ${options.warmupSeconds} s warm-up + ${options.seconds} s per scenario`);
-    const results = await runScenarios({ product, db, authority, orgs: evaluateOrgs, appendOrgs, options });
+    // Postgres's CPU per evaluation is shown when it runs on this machine (its postmaster's pid).
+    const postgresPids = await localStorePids(undefined, options.databaseUrl);
+    const results = await runScenarios({ product, db, authority, orgs: evaluateOrgs, appendOrgs, postgresPids, options });
     report(log, results, options.rate);
     const answered = (results.fresh?.ok ?? 0) + results.eval1.ok + results.eval16.ok + results.open.ok;
     const problems = await checkStored(db, answered);

@@ -120,22 +120,30 @@ export async function openLoop(name, send, { rate, window, signal }) {
 
 // ── CPU ───────────────────────────────────────────────────────────────────────────────────────
 
-function cpuSnapshot(authorityPid) {
-  return { at: performance.now(), authority: cpuTimes([authorityPid]), generator: process.cpuUsage(), machine: machineTimes() };
+function cpuSnapshot(authorityPid, postgresPids) {
+  return {
+    at: performance.now(),
+    authority: cpuTimes([authorityPid]),
+    postgres: cpuTimes(postgresPids),
+    generator: process.cpuUsage(),
+    machine: machineTimes(),
+  };
 }
 
 /**
  * Where the CPU went during a scenario's measured window: snapshots at the window's start and end,
  * the same edges that decide which requests are counted, so CPU ÷ requests is CPU per request.
  * The authority's is its own accounting in /proc (every thread; a /metrics scrape would add its
- * own cost), this process's (the load generator, and for the bare appends the appender itself)
- * from process.cpuUsage(). Call the result when the scenario is done; one cut short ends there.
+ * own cost), and so is Postgres's (its postmaster and every child: backends, WAL writer,
+ * checkpointer; a backend that starts or ends inside the window is left out). This process's (the
+ * load generator, and for the bare appends the appender itself) comes from process.cpuUsage().
+ * Call the result when the scenario is done; one cut short ends there.
  */
-function cpuWindow(window, authorityPid) {
+function cpuWindow(window, authorityPid, postgresPids) {
   // Taken by a timer at `time`, or by `now()` when the scenario ended before it.
   const snapshotAt = (time) => {
     let taken;
-    const take = () => (taken ??= cpuSnapshot(authorityPid));
+    const take = () => (taken ??= cpuSnapshot(authorityPid, postgresPids));
     const timer = setTimeout(take, Math.max(0, time - performance.now()));
     return () => (clearTimeout(timer), take());
   };
@@ -146,10 +154,13 @@ function cpuWindow(window, authorityPid) {
     const seconds = (end.at - start.at) / 1000;
     const generatorSeconds = (end.generator.user + end.generator.system - start.generator.user - start.generator.system) / 1e6;
     const authoritySeconds = cpuBetween(start.authority, end.authority);
+    const postgresSeconds = cpuBetween(start.postgres, end.postgres);
     return {
       authoritySeconds,
+      postgresSeconds,
       generatorSeconds,
       authority: (authoritySeconds / seconds) * 100,
+      postgres: (postgresSeconds / seconds) * 100,
       generator: (generatorSeconds / seconds) * 100,
       machine: ((end.machine.busy - start.machine.busy) / (end.machine.total - start.machine.total)) * 100,
     };
@@ -158,21 +169,23 @@ function cpuWindow(window, authorityPid) {
 
 /**
  * Runs one scenario (`loop(window)`, a closed or open loop) against `authority` and adds its CPU:
- * `cpu` in % and, per request counted in the window, the authority's (`authorityUs`) and this
- * process's (`benchUs`) CPU in µs. Throws when the authority died or the run was interrupted, so a
- * cut-short scenario's figures are never read as measurements.
+ * `cpu` in % and, per request counted in the window, the authority's (`authorityUs`), Postgres's
+ * (`postgresUs`, NaN without `postgresPids`: the server's postmaster, see proxy-setup.mjs's
+ * localStorePids) and this process's (`benchUs`) CPU in µs. Throws when the authority died or the
+ * run was interrupted, so a cut-short scenario's figures are never read as measurements.
  */
-export async function measureScenario(label, loop, { authority, warmupMs, windowMs, signal }) {
+export async function measureScenario(label, loop, { authority, warmupMs, windowMs, signal, postgresPids = [] }) {
   const check = (when) => {
     if (authority.exit) throw new Error(`the authority exited (${describeExit(authority.exit)}) ${when} "${label}":\n${authority.output()}`);
     if (signal.aborted) throw new Error(`interrupted ${when} "${label}"`);
   };
   check('before');
   const window = scenarioWindow(warmupMs, windowMs);
-  const cpu = cpuWindow(window, authority.child.pid);
+  const cpu = cpuWindow(window, authority.child.pid, postgresPids);
   const result = await loop(window);
   result.cpu = await cpu();
   result.authorityUs = (1e6 * result.cpu.authoritySeconds) / result.requests;
+  result.postgresUs = (1e6 * result.cpu.postgresSeconds) / result.requests;
   result.benchUs = (1e6 * result.cpu.generatorSeconds) / result.requests;
   check('during');
   return result;
@@ -205,10 +218,12 @@ export async function checkStored(db, answeredAllow) {
 
 /** The bare rows have no authority: their CPU per operation is the appender's, this process's. */
 function table(rows) {
-  const header = ['scenario', 'clients', 'requests', 'per s', 'p50 ms', 'p99 ms', 'errors', 'authority µs/eval', 'authority cpu', 'bench cpu', 'machine busy'];
+  const header = ['scenario', 'clients', 'requests', 'per s', 'p50 ms', 'p99 ms', 'errors', 'authority µs/eval', 'postgres µs/eval',
+    'authority cpu', 'postgres cpu', 'bench cpu', 'machine busy'];
   const cells = rows.map(({ row, bare }) => [
     row.name, String(row.concurrency), String(row.requests), fmt(row.perSecond, 0), fmt(row.p50, 2), fmt(row.p99, 2), String(row.errors),
-    bare ? `${fmt(row.benchUs, 0)} (bench)` : fmt(row.authorityUs, 0), percent(row.cpu.authority), percent(row.cpu.generator), percent(row.cpu.machine),
+    bare ? `${fmt(row.benchUs, 0)} (bench)` : fmt(row.authorityUs, 0), fmt(row.postgresUs, 0),
+    percent(row.cpu.authority), percent(row.cpu.postgres), percent(row.cpu.generator), percent(row.cpu.machine),
   ]);
   return formatTable(header, cells);
 }
@@ -226,8 +241,8 @@ export function report(log, results, rate) {
   log(table([{ row: bare1, bare: true }, { row: bare16, bare: true }, ...(fresh ? [{ row: fresh }] : []), { row: eval1 }, { row: eval16 }, { row: open }]));
   if (fresh) log(`(${fresh.name}: the fresh authority's process warm-up, before the rows below; shown, not judged)`);
   log("(authority µs/eval: the authority process's CPU in the measured window, from /proc, ÷ the evaluations counted in it; " +
-    "in the bare rows, marked (bench), the bench process's CPU per append)");
-  log(`(cpu: authority and bench process in % of one core, machine in % of all ${availableParallelism()} cores; bench = load generator, or the appender in the bare rows)`);
+    "in the bare rows, marked (bench), the bench process's CPU per append; postgres µs/eval: the Postgres server's processes, the same way, per evaluation or append)");
+  log(`(cpu: authority, postgres and bench process in % of one core, machine in % of all ${availableParallelism()} cores; bench = load generator, or the appender in the bare rows)`);
   log('');
   const oneOrg = eval1.perSecond / bare1.perSecond;
   const sixteenOrgs = eval16.perSecond / bare16.perSecond;

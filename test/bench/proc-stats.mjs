@@ -56,19 +56,14 @@ export function cpuTimes(pids) {
 }
 
 /**
- * CPU seconds spent between two `cpuTimes`, over the processes in both (one that started or ended
- * in between, such as a Postgres backend, is left out rather than counted from zero); NaN if none.
+ * CPU seconds spent between two `cpuTimes`. A process in `after` only started in between (a
+ * Postgres backend opening a connection), so all of its CPU counts; one in `before` only ended in
+ * between, and what it spent since `before` is lost with it. NaN when `after` holds no process.
  */
 export function cpuBetween(before, after) {
   let seconds = 0;
-  let seen = false;
-  for (const [pid, end] of after) {
-    const start = before.get(pid);
-    if (start === undefined) continue;
-    seconds += end - start;
-    seen = true;
-  }
-  return seen ? seconds : Number.NaN;
+  for (const [pid, end] of after) seconds += end - (before.get(pid) ?? 0);
+  return after.size > 0 ? seconds : Number.NaN;
 }
 
 /** CPU seconds of a process and its children (for a quick look; `cpuTimes` for a window). */
