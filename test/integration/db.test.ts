@@ -196,6 +196,21 @@ for (const backend of dbBackends()) {
       t.ok(rows[0]?.applied_at instanceof Date);
     });
 
+    t.test('the stored response and audit payload compress with lz4 where the server has it', async (t) => {
+      // attcompression: 'l' for lz4, '' for the server's default (pglz).
+      const rows = await db.query<{ column: string; compression: string }>(
+        `SELECT attrelid::regclass::text || '.' || attname AS column, attcompression::text AS compression
+           FROM pg_attribute
+          WHERE (attrelid, attname) IN (('evaluations'::regclass, 'response'), ('audit_events'::regclass, 'payload'))
+          ORDER BY 1`,
+      );
+      const expected = backend.name === 'postgres' ? 'l' : '';
+      t.same(rows, [
+        { column: 'audit_events.payload', compression: expected },
+        { column: 'evaluations.response', compression: expected },
+      ], backend.name === 'postgres' ? 'lz4 on Postgres built with it' : 'PGlite has no lz4: the default stays and the migration still applies');
+    });
+
     t.test('a failing migration changes nothing', async (t) => {
       const dir = await migrationsDir(t, {
         '9001_ok.sql': 'CREATE TABLE mig_ok (id int);',
