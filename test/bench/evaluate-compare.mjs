@@ -25,7 +25,8 @@
  * Every run starts that build's authority afresh (evaluate-bench.mjs's child), warms it up, then
  * measures the evaluate bench's 1-org scenarios: a closed loop of BENCH_CONCURRENCY clients (throughput, and
  * the authority's CPU per evaluation from its own accounting in /proc) and an open loop at
- * BENCH_RATE (p99 from the scheduled send times). It prints every run, then per build the medians
+ * BENCH_RATE (p99 from the scheduled send times). Postgres's CPU per evaluation in the closed loop is
+ * shown beside the authority's when Postgres runs on this machine. It prints every run, then per build the medians
  * and the ratio to the first entry within each round.
  *
  * @example
@@ -47,6 +48,7 @@ import {
   createBuilds, exportSummary, median, parseEntry, PROCESS_WARMUP, ROUNDS, SECONDS, sinkStats, tracedLabels, tracingEnv, WARMUP,
 } from './compare-builds.mjs';
 import { startBenchServer, stopAll } from './proxy-processes.mjs';
+import { localStorePids } from './proxy-setup.mjs';
 
 const log = (line) => process.stdout.write(`${line}\n`);
 const CONCURRENCY = setting('BENCH_CONCURRENCY', 32, { min: 1, max: 512, integer: true });
@@ -78,7 +80,7 @@ async function organizationOf(entry) {
 const PROFILE_DIR = process.env.BENCH_CPU_PROFILE || undefined;
 
 /** One run of one build: its authority started afresh, the closed loop, then the open loop. */
-async function measure(entry, round, redisUrl, sink) {
+async function measure(entry, round, redisUrl, postgresPids, sink) {
   const traced = TRACED.has(entry.label);
   const authority = await startEvaluateAuthority({
     databaseUrl: entry.database.url, redisUrl, dir: entry.dir, cli: entry.cli, nodeOptions: entry.nodeOptions, secrets: entry.secrets,
@@ -91,7 +93,7 @@ async function measure(entry, round, redisUrl, sink) {
   try {
     entry.org ??= await organizationOf(entry);
     const signal = AbortSignal.any([stop.signal, abortOnExit(authority)]);
-    const run = { authority, warmupMs: WARMUP * 1000, windowMs: SECONDS * 1000, signal };
+    const run = { authority, warmupMs: WARMUP * 1000, windowMs: SECONDS * 1000, signal, postgresPids };
     const tag = `${entry.label}-${round}`;
     const closedLoopOf = (name, clientTag) => (window) =>
       closedLoop(name, spread([entry.org], CONCURRENCY, (org, i) => evaluateSender(pool, org.key, `${tag}-${clientTag}${i}`)), { window, signal });
@@ -104,7 +106,7 @@ async function measure(entry, round, redisUrl, sink) {
       openLoop('open loop', evaluateSender(pool, entry.org.key, `${tag}-o`), { rate: RATE, window, signal }), run);
     const runs = [warm, closed, open].filter((row) => row !== null);
     const kinds = runs.flatMap((row) => [...row.errorKinds]).map(([kind, { count, example }]) => `${count}× ${kind}, e.g. ${example}`);
-    measured = { perSecond: closed.perSecond, cpuUs: closed.authorityUs, p99: open.p99, errors: runs.reduce((sum, row) => sum + row.errors, 0), kinds };
+    measured = { perSecond: closed.perSecond, cpuUs: closed.authorityUs, postgresUs: closed.postgresUs, p99: open.p99, errors: runs.reduce((sum, row) => sum + row.errors, 0), kinds };
   } finally {
     await pool.close();
     await authority.stop();
@@ -119,6 +121,7 @@ async function measure(entry, round, redisUrl, sink) {
 const METRICS = [
   { name: '/s', of: (r) => r.perSecond, digits: 0, better: 1 },
   { name: 'µs', of: (r) => r.cpuUs, digits: 0, better: -1 },
+  { name: 'pg µs', of: (r) => r.postgresUs, digits: 0, better: -1 },
   { name: 'p99', of: (r) => r.p99, digits: 2, better: -1 },
 ];
 
@@ -138,10 +141,11 @@ function summary(results) {
     return cells;
   });
   const versus = `÷ ${firstLabel}'s`;
-  const header = ['build', 'median /s', versus, 'authority µs/eval', versus, `p99 ms at ${RATE}/s`, versus, 'rounds ahead (/s, µs, p99)'];
+  const header = ['build', 'median /s', versus, 'authority µs/eval', versus, 'postgres µs/eval', versus, `p99 ms at ${RATE}/s`, versus,
+    'rounds ahead (/s, µs, pg µs, p99)'];
   return [
     formatTable(header, rows),
-    `(÷ ${firstLabel}'s: the median over rounds of the ratio to ${firstLabel}'s figure in the same round; ahead: more /s, fewer µs, lower p99)`,
+    `(÷ ${firstLabel}'s: the median over rounds of the ratio to ${firstLabel}'s figure in the same round; ahead: more /s, fewer µs, lower p99; postgres µs/eval is blank when Postgres runs elsewhere)`,
   ].join('\n');
 }
 
@@ -151,6 +155,7 @@ async function main() {
     for (const entry of entries) entry.cli = builds.cliOf(entry.build);
     const databaseUrl = serverUrl('postgres', await startPostgres({ log }));
     const redisUrl = serverUrl('redis', await startRedis({ log }));
+    const postgresPids = await localStorePids(undefined, databaseUrl);
     for (const entry of entries) {
       entry.database = await createBenchDatabase(databaseUrl, 'countersign_compare');
       entry.dir = join(dir, entry.label);
@@ -164,9 +169,9 @@ async function main() {
     const results = new Map(entries.map((entry) => [entry.label, []]));
     for (let round = 1; round <= ROUNDS; round += 1) {
       for (const entry of entries) {
-        const result = await measure(entry, round, redisUrl, sink);
+        const result = await measure(entry, round, redisUrl, postgresPids, sink);
         results.get(entry.label).push(result);
-        log(`round ${round} ${entry.label}: ${fmt(result.perSecond, 0)}/s, ${fmt(result.cpuUs, 0)} µs authority CPU/eval, ` +
+        log(`round ${round} ${entry.label}: ${fmt(result.perSecond, 0)}/s, ${fmt(result.cpuUs, 0)} µs authority and ${fmt(result.postgresUs, 0)} µs Postgres CPU/eval, ` +
           `p99 at ${RATE}/s ${fmt(result.p99, 2)} ms, ${result.errors} errors${result.kinds.length > 0 ? ` (${result.kinds.join('; ')})` : ''}` +
           `${result.exported ? `; tracing on: ${result.exported}` : ''}`);
       }
