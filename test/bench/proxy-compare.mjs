@@ -7,8 +7,11 @@
  *
  *   node test/bench/proxy-compare.mjs LABEL=BUILD[@NODE_OPTIONS] ...
  *
- *   BUILD  `.`: this checkout's dist/ (run `npm run build` first); anything else: a git revision,
- *          checked out into a temporary worktree and built there with this checkout's node_modules
+ *   BUILD  `.`: this checkout's dist/ (run `npm run build` first); `naive-gate`: the proxy bench's
+ *          naive gate (bench-servers.mjs: jose, SET NX, http-proxy), the yardstick of the enforce
+ *          targets, measured the same way (enforced route only, no tracing, no Node flags);
+ *          anything else: a git revision, checked out into a temporary worktree and built there
+ *          with this checkout's node_modules
  *   @NODE_OPTIONS  the proxy's Node flags for that entry (default: the container's, PROXY_NODE_OPTIONS)
  *
  * Environment: BENCH_ROUNDS (3), BENCH_SECONDS (4), BENCH_WARMUP_SECONDS (1), BENCH_PROCESS_WARMUP_SECONDS
@@ -29,8 +32,11 @@
  * No authority runs: permits are signed here with a fresh Ed25519 key, whose JWKS a small loopback
  * server publishes at /v1/permit-keys. Each run is the enforced route of the proxy benchmark
  * (fresh permit per request) against bench-servers.mjs's upstream. Per build it prints every
- * round, then the medians and the ratio to the first entry within each round: of throughput in
- * closed loop, of p99 in open loop (where every build runs at the same rate).
+ * round, then the medians and the ratio to the first entry within each round: of throughput and
+ * of CPU per request in closed loop, of p99 in open loop (where every build runs at the same rate).
+ * The enforce targets of the proxy bench, judged over alternating rounds instead of one window each:
+ *
+ *   BENCH_ROUNDS=5 node test/bench/proxy-compare.mjs naive=naive-gate enforce=.
  *
  * @example
  *   npm run build
@@ -69,11 +75,16 @@ const UPSTREAM_BODY = '{"ok":true,"from":"bench-upstream"}';
 const ORG = 'default';
 const KID = 'compare-1';
 
+/** The BUILD that names the naive gate rather than a build of the proxy. */
+const NAIVE_GATE = 'naive-gate';
+
 const entries = process.argv.slice(2).map(parseEntry);
 /** The entries whose proxy traces (BENCH_TRACING=LABEL,…). */
 const TRACED = tracedLabels(entries);
-if (entries.length < 2 || !MODES || !['enforce', 'pass'].includes(PATH) || TRACED === null) {
-  log('usage: node test/bench/proxy-compare.mjs LABEL=BUILD[@NODE_OPTIONS] LABEL=BUILD[@NODE_OPTIONS] ...  (BENCH_MODE closed|open|both, BENCH_PATH enforce|pass, BENCH_TRACING=LABEL,…)');
+const naiveMisused = entries.some((entry) => entry.build === NAIVE_GATE && (PATH === 'pass' || entry.nodeOptions !== undefined || TRACED?.has(entry.label)));
+if (entries.length < 2 || !MODES || !['enforce', 'pass'].includes(PATH) || TRACED === null || naiveMisused) {
+  log('usage: node test/bench/proxy-compare.mjs LABEL=BUILD[@NODE_OPTIONS] LABEL=BUILD[@NODE_OPTIONS] ...  (BENCH_MODE closed|open|both, BENCH_PATH enforce|pass, BENCH_TRACING=LABEL,…;');
+  log(`  BUILD ${NAIVE_GATE}: the naive gate, on the enforced path only, without @NODE_OPTIONS or tracing)`);
   process.exit(2);
 }
 
@@ -115,12 +126,24 @@ async function warmUp(proxy) {
   if (result.errors > 0) throw new Error(`the process warm-up failed: ${JSON.stringify(result.errorKinds)}`);
 }
 
+/** The entry's gate, started afresh: a build of the proxy, or the naive gate. */
+function startGate(entry, mode, context) {
+  const cpuProfileDir = PROFILE_DIR && join(PROFILE_DIR, `${entry.label}-${mode}`);
+  if (entry.build === NAIVE_GATE) {
+    return startBenchServer('naive', {
+      upstream: context.upstream.url, authority: context.authorityUrl, apiKey: 'unused', redisUrl: context.redisUrl,
+      issuer: 'countersign', audience: 'countersign:gate', permitHeader: PERMIT_HEADER,
+    }, { cpuProfileDir });
+  }
+  return startCountersignProxy({
+    dir: context.dir, redisUrl: context.redisUrl, yaml: context.yaml, cli: entry.cli, nodeOptions: entry.nodeOptions, cpuProfileDir,
+    env: TRACED.has(entry.label) ? tracingEnv(context.sink, 'countersign-proxy-bench') : {},
+  });
+}
+
 async function measure(entry, mode, context) {
   const traced = TRACED.has(entry.label);
-  const proxy = await startCountersignProxy({
-    dir: context.dir, redisUrl: context.redisUrl, yaml: context.yaml, cli: entry.cli, nodeOptions: entry.nodeOptions, cpuProfileDir: PROFILE_DIR && join(PROFILE_DIR, `${entry.label}-${mode}`),
-    env: traced ? tracingEnv(context.sink, 'countersign-proxy-bench') : {},
-  });
+  const proxy = await startGate(entry, mode, context);
   const exportsBefore = traced ? await sinkStats(context.sink) : null;
   let measured;
   try {
@@ -163,8 +186,9 @@ async function main() {
     writeFileSync(keyFile, 'cs_compare_unused', { mode: 0o600 });
     const upstream = await startBenchServer('upstream', { body: UPSTREAM_BODY });
     const sink = TRACED.size > 0 ? await startBenchServer('otlp-sink', {}) : undefined;
-    for (const entry of entries) entry.cli = builds.cliOf(entry.build);
-    const context = { dir, redisUrl, sink, yaml: proxyYaml({ upstream: upstream.url, authority: `http://127.0.0.1:${authority.address().port}`, keyFile, organization: ORG }) };
+    for (const entry of entries) entry.cli = entry.build === NAIVE_GATE ? null : builds.cliOf(entry.build);
+    const authorityUrl = `http://127.0.0.1:${authority.address().port}`;
+    const context = { dir, redisUrl, sink, upstream, authorityUrl, yaml: proxyYaml({ upstream: upstream.url, authority: authorityUrl, keyFile, organization: ORG }) };
     if (sink) log(`tracing on for ${[...TRACED].join(', ')}: OTLP/HTTP (protobuf) to the sink at ${sink.url}, the SDK's default batching; off for the others`);
 
     for (const mode of MODES) {
@@ -186,12 +210,15 @@ async function main() {
       const first = results.get(entries[0].label);
       const rows = entries.map(({ label }) => {
         const own = results.get(label);
-        const ratios = own.map((result, i) => metric.of(result) / metric.of(first[i]));
+        const ratiosOf = (of) => own.map((result, i) => of(result) / of(first[i]));
+        const ratios = ratiosOf(metric.of);
         const ahead = ratios.filter((ratio) => Math.sign(ratio - 1) === metric.better).length;
         return [label, fmt(median(own.map((r) => r.perSecond)), 0), fmt(median(own.map((r) => r.p99)), 2), fmt(median(own.map((r) => r.cpuPerRequestUs)), 0),
-          fmt(median(own.map((r) => r.rssMaxMb))), fmt(median(ratios), 2), label === entries[0].label ? '-' : `${ahead} of ${ratios.length}`];
+          fmt(median(own.map((r) => r.rssMaxMb))), fmt(median(ratios), 2), fmt(median(ratiosOf((r) => r.cpuPerRequestUs)), 2),
+          label === entries[0].label ? '-' : `${ahead} of ${ratios.length}`];
       });
-      const header = ['build', 'median /s', 'p99 ms', 'µs CPU/req', 'RSS MB', `${metric.name} ÷ ${entries[0].label}'s (median of rounds)`, 'rounds ahead'];
+      const versus = `÷ ${entries[0].label}'s (median of rounds)`;
+      const header = ['build', 'median /s', 'p99 ms', 'µs CPU/req', 'RSS MB', `${metric.name} ${versus}`, `µs CPU/req ${versus}`, `rounds ahead (${metric.name})`];
       log(`\n${formatTable(header, rows)}`);
     }
   } finally {
