@@ -1,8 +1,9 @@
--- The large documents written on every evaluation (the stored response, the audit payload) are
--- compressed with lz4 instead of the default pglz when they go over the TOAST threshold (about
--- 2 kB): lz4 compresses several times faster, and pglz was a measurable part of Postgres's CPU
--- per evaluation (docs/performance.md). The setting applies to values written from now on; values
--- already stored stay as they are and read the same.
+-- The documents written on every evaluation (the stored response, the audit payload) are
+-- compressed with lz4 instead of the default pglz when their row goes over the TOAST threshold
+-- (about 2 kB), as an evaluation's row with its response does: lz4 compresses several times
+-- faster, and pglz was a measurable part of Postgres's CPU per evaluation (docs/performance.md).
+-- The setting applies to values written from now on; values already stored stay as they are and
+-- read the same.
 --
 -- Postgres 14 and later built with lz4 (the Debian, Ubuntu and official container builds are)
 -- take it. A server without it (PGlite, a build without lz4) keeps pglz: the error is caught, so
