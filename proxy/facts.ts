@@ -13,7 +13,8 @@
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { normalizeBoundFact } from '../shared/permits/binding.js';
-import type { FactSource, ProxyRoute, TextConversion } from './config.js';
+import type { ProxyRoute } from './config.js';
+import type { FactSource, TextConversion } from './fact-sources.js';
 
 export interface FactRequest {
   /** From matchRoute. */
