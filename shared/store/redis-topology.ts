@@ -48,7 +48,7 @@ const reconnectDelay = (attempt: number): number => Math.min(50 * 2 ** Math.min(
  * own, and at moderate rates every consume is a batch of one. At 1,000 enforced requests/s the
  * proxy promoted about 2.2 times as much to the old generation per young-generation collection
  * with it, and so ran more full collections, which show in its tail latency (docs/performance.md).
- * The store coalesces the writes of one turn of the event loop itself (RedisStore#coalesceWrites).
+ * The store coalesces the writes of one turn of the event loop itself (redis-connection.ts).
  */
 export function createRedisClient(topology: RedisTopology, timeouts: RedisTimeouts): RedisClient {
   const failFast = {

@@ -32,6 +32,7 @@
 import { randomBytes } from 'node:crypto';
 import { acknowledgementCommand, acknowledgementError, type AcknowledgementPlan } from './redis-acknowledgement.js';
 import { fieldPairs, recordArgument } from './redis-arguments.js';
+import { RedisConnection } from './redis-connection.js';
 import { ENSURE_EPOCH_SCRIPT, CONSUME_SCRIPT, CONSUME_SCRIPT_SHA, RELEASE_SCRIPT, TAKE_TOKEN_SCRIPT } from './redis-scripts.js';
 import { checkDurabilityOf, createRedisClient, measureClockOffset, primariesOf } from './redis-topology.js';
 import type { DurabilityPlan, RedisClient, RedisTopology } from './redis-topology.js';
@@ -99,19 +100,12 @@ export class RedisStore implements SharedStore {
   readonly kind = 'redis' as const;
   readonly durability: StoreDurability;
 
-  readonly #client: Client;
+  readonly #connection: RedisConnection<Client>;
   readonly #prefix: string;
   readonly #commandTimeoutMs: number;
-  #closed = false;
-  /** Why the last connection attempt failed; the cause of STORE_UNAVAILABLE rejections. */
-  #lastError: Error | undefined;
-  /** Settles on the next 'ready' (or on close); shared so waiters add no listeners each. */
-  #readySignal: { promise: Promise<void>; resolve: () => void } | undefined;
   /** How durability is kept after writes, once the servers were read (see checkDurability). */
   #plan: Promise<DurabilityPlan> | undefined;
   #clock: { offsetMs: number; uncertaintyMs: number; measuredAtMs: number } | undefined;
-  /** The connection's socket is corked until the next setImmediate (#coalesceWrites). */
-  #corked = false;
 
   constructor(options: RedisStoreOptions) {
     this.#prefix = options.keyPrefix ?? 'countersign:';
@@ -126,22 +120,12 @@ export class RedisStore implements SharedStore {
       connectTimeoutMs: options.connectTimeoutMs ?? 1000,
       commandTimeoutMs: this.#commandTimeoutMs,
     }) as Client;
-    // Without a listener, an unreachable Redis would crash the process with an 'error' event.
-    client.on('error', (error: Error) => {
-      this.#lastError = error;
-    });
-    client.on('ready', () => {
-      this.#lastError = undefined;
-      // A new connection may lead to another server (a failover): its clock is measured anew.
-      this.#clock = undefined;
-      this.#readySignal?.resolve();
-      this.#readySignal = undefined;
-    });
     client.defineCommand('countersignConsume', { lua: CONSUME_SCRIPT });
     client.defineCommand('countersignRelease', { lua: RELEASE_SCRIPT });
     client.defineCommand('countersignEnsureEpoch', { numberOfKeys: 1, lua: ENSURE_EPOCH_SCRIPT });
     client.defineCommand('countersignTakeToken', { numberOfKeys: 1, lua: TAKE_TOKEN_SCRIPT });
-    this.#client = client;
+    // A new connection may lead to another server (a failover): its clock is measured anew.
+    this.#connection = new RedisConnection(client, { onReady: () => (this.#clock = undefined) });
   }
 
   async consumePermit(key: string, ttlMs: number, record?: RecordAppend, options: ConsumeOptions = {}): Promise<PermitConsumption> {
@@ -153,7 +137,7 @@ export class RedisStore implements SharedStore {
     // consume that succeeds after that moment is undone, so it cannot outlive its request.
     let abandoned = false;
     const abandon = () => (abandoned = true);
-    return this.#run(timeoutMs, async (client) => {
+    return this.#connection.run(timeoutMs, async (client) => {
       const clock = await this.#redisClock();
       // In Redis's time: when the script must no longer change anything.
       const deadline = startedMs + clock.offsetMs + timeoutMs * DEADLINE_SHARE - clock.uncertaintyMs;
@@ -184,12 +168,12 @@ export class RedisStore implements SharedStore {
   }
 
   async ensureEpoch(epochKey: string): Promise<number> {
-    const [epoch] = await this.#run(this.#commandTimeoutMs, (client) => client.countersignEnsureEpoch(this.#key('epoch', epochKey)));
+    const [epoch] = await this.#connection.run(this.#commandTimeoutMs, (client) => client.countersignEnsureEpoch(this.#key('epoch', epochKey)));
     return Number(epoch);
   }
 
   async checkDurability(): Promise<DurabilityCheck> {
-    this.#plan = this.#run(this.#commandTimeoutMs * 5, () => checkDurabilityOf(this.#client, this.durability));
+    this.#plan = this.#connection.run(this.#commandTimeoutMs * 5, (client) => checkDurabilityOf(client, this.durability));
     // A failed read is not remembered: the next write asks again.
     this.#plan.catch(() => (this.#plan = undefined));
     const { durability, ok, detail } = await this.#plan;
@@ -200,20 +184,20 @@ export class RedisStore implements SharedStore {
     const ttl = checkTtl(ttlMs);
     const key = this.#key('revoked', id);
     const startedMs = Date.now();
-    await this.#run(this.#commandTimeoutMs, async (client) => {
+    await this.#connection.run(this.#commandTimeoutMs, async (client) => {
       await client.set(key, '1', 'PX', ttl);
       await this.#awaitDurable(client, key, startedMs + this.#commandTimeoutMs);
     });
   }
 
   async isRevoked(id: string): Promise<boolean> {
-    const count = await this.#run(this.#commandTimeoutMs, (client) => client.exists(this.#key('revoked', id)));
+    const count = await this.#connection.run(this.#commandTimeoutMs, (client) => client.exists(this.#key('revoked', id)));
     return count > 0;
   }
 
   async takeToken(key: string, bucket: TokenBucketSpec, nowMs: number): Promise<TokenBucketResult> {
     assertBucketSpec(bucket, nowMs);
-    const [allowed, tokens, now] = await this.#run(this.#commandTimeoutMs, (client) =>
+    const [allowed, tokens, now] = await this.#connection.run(this.#commandTimeoutMs, (client) =>
       client.countersignTakeToken(
         this.#key('bucket', key),
         String(bucket.capacity),
@@ -231,7 +215,7 @@ export class RedisStore implements SharedStore {
     checkFields(fields);
     const key = this.#key('stream', stream);
     const startedMs = Date.now();
-    const id = await this.#run(this.#commandTimeoutMs, async (client) => {
+    const id = await this.#connection.run(this.#commandTimeoutMs, async (client) => {
       const appended = await client.xadd(key, '*', ...fieldPairs(fields));
       await this.#awaitDurable(client, key, startedMs + this.#commandTimeoutMs);
       return appended;
@@ -246,12 +230,12 @@ export class RedisStore implements SharedStore {
     const key = this.#key('stream', stream);
     const startedMs = Date.now();
     try {
-      return await this.#run(this.#commandTimeoutMs, async (client) => {
+      return await this.#connection.run(this.#commandTimeoutMs, async (client) => {
         // In one write; the stream's {org} tag keeps them on one node in a cluster.
         const replies = await this.#inOrder(client, batch.map((fields): [string, ...string[]] => ['XADD', key, '*', ...fieldPairs(fields)]));
         const outcomes = batch.map((_, i): PromiseSettledResult<string> => {
           const [error, id] = replies[i] ?? [new Error('no reply')];
-          if (error) return { status: 'rejected', reason: this.#translate(error) };
+          if (error) return { status: 'rejected', reason: this.#connection.translate(error) };
           return typeof id === 'string' ? { status: 'fulfilled', value: id } : { status: 'rejected', reason: new StoreError('STORE_UNAVAILABLE', 'Redis did not return a record id') };
         });
         // One acknowledgement covers every write this connection made before it.
@@ -260,7 +244,7 @@ export class RedisStore implements SharedStore {
       });
     } catch (error) {
       // Unreachable, or not acknowledged as durable: no record of the batch can be counted on.
-      const reason = error instanceof Error ? error : this.#translate(error);
+      const reason = error instanceof Error ? error : this.#connection.translate(error);
       return batch.map(() => ({ status: 'rejected', reason }));
     }
   }
@@ -269,7 +253,7 @@ export class RedisStore implements SharedStore {
     checkCount(count);
     // '(' makes the start exclusive (Redis >= 6.2).
     const start = afterId === '0' ? '-' : `(${afterId}`;
-    const entries = await this.#run(this.#commandTimeoutMs, (client) =>
+    const entries = await this.#connection.run(this.#commandTimeoutMs, (client) =>
       client.xrange(this.#key('stream', stream), start, '+', 'COUNT', count),
     );
     return entries.map(([id, flat]) => {
@@ -280,7 +264,7 @@ export class RedisStore implements SharedStore {
   }
 
   async countRecords(stream: string): Promise<number> {
-    return this.#run(this.#commandTimeoutMs, (client) => client.xlen(this.#key('stream', stream)));
+    return this.#connection.run(this.#commandTimeoutMs, (client) => client.xlen(this.#key('stream', stream)));
   }
 
   async trimRecords(stream: string, upToId: string): Promise<void> {
@@ -288,29 +272,17 @@ export class RedisStore implements SharedStore {
     if (!match) throw new RangeError(`invalid stream id: ${JSON.stringify(upToId)}`);
     // XTRIM MINID keeps ids >= the threshold: the threshold is the id right after upToId.
     const threshold = `${match[1]}-${BigInt(match[2] as string) + 1n}`;
-    await this.#run(this.#commandTimeoutMs, (client) => client.xtrim(this.#key('stream', stream), 'MINID', threshold));
+    await this.#connection.run(this.#commandTimeoutMs, (client) => client.xtrim(this.#key('stream', stream), 'MINID', threshold));
   }
 
   async ping(): Promise<void> {
     // A cluster answers PING from any node; every primary must be reachable to serve every slot.
-    await this.#run(this.#commandTimeoutMs, (client) => Promise.all(primariesOf(client).map((node) => node.ping())));
+    await this.#connection.run(this.#commandTimeoutMs, (client) => Promise.all(primariesOf(client).map((node) => node.ping())));
   }
 
   /** Quits cleanly (disconnects if that fails). Idempotent; every other method then rejects. */
   async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    this.#readySignal?.resolve();
-    this.#readySignal = undefined;
-    if (this.#client.status === 'ready') {
-      try {
-        await this.#client.quit();
-        return;
-      } catch {
-        // fall through to a hard disconnect
-      }
-    }
-    this.#client.disconnect();
+    await this.#connection.close();
   }
 
   #key(namespace: 'once' | 'revoked' | 'bucket' | 'stream' | 'epoch', key: string): string {
@@ -333,7 +305,7 @@ export class RedisStore implements SharedStore {
 
   /**
    * Sends `commands` in order on one connection and answers their replies as [error, reply] pairs.
-   * One server: as separate commands, which the corked socket sends in one write (#coalesceWrites),
+   * One server: as separate commands, which the corked socket sends in one write (RedisConnection, redis-connection.ts),
    * without an ioredis Pipeline object (createRedisClient says what those cost). A Cluster: as a
    * pipeline, which goes whole to the node of its first keyed command, where a WAIT must run.
    */
@@ -396,90 +368,9 @@ export class RedisStore implements SharedStore {
   async #redisClock(): Promise<{ offsetMs: number; uncertaintyMs: number }> {
     const known = this.#clock;
     if (known && Date.now() - known.measuredAtMs < CLOCK_OFFSET_MAX_AGE_MS) return known;
-    const measured = await measureClockOffset(this.#client);
+    const measured = await measureClockOffset(this.#connection.client);
     this.#clock = { ...measured, measuredAtMs: Date.now() };
     return measured;
-  }
-
-  /**
-   * Runs one call once the connection is ready, all of it (waiting included) within `timeoutMs`,
-   * mapping failures to `StoreError`s. `onTimeout` runs the moment the caller is given up on.
-   */
-  async #run<T>(timeoutMs: number, command: (client: Client) => Promise<T>, onTimeout?: () => void): Promise<T> {
-    let timer: NodeJS.Timeout | undefined;
-    let expired = false;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => {
-          expired = true;
-          onTimeout?.();
-          reject(
-            new StoreError(
-              'STORE_UNAVAILABLE',
-              `Redis did not answer within ${timeoutMs} ms${this.#lastError ? `: ${this.#lastError.message}` : ''}`,
-              { cause: this.#lastError },
-            ),
-          );
-        },
-        timeoutMs,
-      );
-    });
-    const work = (async () => {
-      await this.#ready();
-      // A caller that gave up while the connection came back must not have its command sent later.
-      if (expired) throw new StoreError('STORE_UNAVAILABLE', 'given up before Redis was reachable');
-      this.#coalesceWrites();
-      return command(this.#client);
-    })();
-    // The losing side's rejection is handled here, so it never surfaces as unhandled.
-    work.catch(() => undefined);
-    try {
-      return await Promise.race([work, timeout]);
-    } catch (error) {
-      throw this.#translate(error);
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  /**
-   * Commands issued while the event loop runs one round of I/O callbacks leave in one write, as
-   * ioredis's auto-pipelining would send them, but without the Pipeline object it builds per batch
-   * (createRedisClient says why): the socket is corked until setImmediate. A Cluster has a socket
-   * per node and keeps ioredis's own auto-pipelining.
-   */
-  #coalesceWrites(): void {
-    if (this.#corked) return;
-    const stream = 'stream' in this.#client ? this.#client.stream : undefined;
-    if (stream === undefined || typeof stream.cork !== 'function') return;
-    this.#corked = true;
-    stream.cork();
-    setImmediate(() => {
-      this.#corked = false;
-      stream.uncork();
-    });
-  }
-
-  /** Waits for the connection (a store used right after construction, or during a brief reconnect). */
-  async #ready(): Promise<void> {
-    if (this.#closed) throw closedError();
-    if (this.#client.status === 'ready') return;
-    if (!this.#readySignal) {
-      let resolve!: () => void;
-      const promise = new Promise<void>((r) => (resolve = r));
-      this.#readySignal = { promise, resolve };
-    }
-    await this.#readySignal.promise;
-    if (this.#closed) throw closedError();
-  }
-
-  #translate(error: unknown): Error {
-    if (error instanceof StoreError) return error;
-    if (this.#closed) return closedError(error);
-    // Redis answered (a script or type error): a bug or a misconfiguration, not an outage.
-    if (error instanceof Error && error.name === 'ReplyError') return error;
-    const message = error instanceof Error ? error.message : String(error);
-    return new StoreError('STORE_UNAVAILABLE', `Redis command failed: ${message}`, { cause: error });
   }
 }
 
@@ -487,8 +378,4 @@ export class RedisStore implements SharedStore {
 function epochKeyOf(key: string): string {
   const tag = /\{([^}]*)\}/.exec(key)?.[1];
   return tag ? `epoch:{${tag}}` : 'epoch';
-}
-
-function closedError(cause?: unknown): StoreError {
-  return new StoreError('STORE_CLOSED', 'the shared store is closed', { cause });
 }
