@@ -305,9 +305,10 @@ export class RedisStore implements SharedStore {
 
   /**
    * Sends `commands` in order on one connection and answers their replies as [error, reply] pairs.
-   * One server: as separate commands, which the corked socket sends in one write (RedisConnection, redis-connection.ts),
-   * without an ioredis Pipeline object (createRedisClient says what those cost). A Cluster: as a
-   * pipeline, which goes whole to the node of its first keyed command, where a WAIT must run.
+   * One server: as separate commands, which the corked socket sends in one write
+   * (redis-connection.ts), without an ioredis Pipeline object (createRedisClient says what those
+   * cost). A Cluster: as a pipeline, which goes whole to the node of its first keyed command, where
+   * a WAIT must run.
    */
   async #inOrder(client: Client, commands: [string, ...string[]][]): Promise<[Error | null, unknown][]> {
     if (client.isCluster) {
