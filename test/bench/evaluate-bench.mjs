@@ -1,8 +1,9 @@
 /**
  * The evaluate benchmark on real Postgres and Redis: end-to-end `POST /v1/evaluate` throughput,
- * latency and the CPU per evaluation of the authority and of Postgres, printed beside the bare hash-chained insert rate
- * (`appendAuditEvent`, one event per transaction) measured against the same Postgres in the same
- * run, so throughput is read as a ratio rather than as an absolute number from an unknown machine.
+ * latency and the CPU per evaluation of the authority and of Postgres, printed beside the bare
+ * hash-chained insert rate (`appendAuditEvent`, one event per transaction) measured against the
+ * same Postgres in the same run, so throughput is read as a ratio rather than as an absolute
+ * number from an unknown machine.
  *
  * The authority runs as a child process (`dist/bin/countersign.js authority`), so the load
  * generator does not share its event loop; its CPU is its own accounting in /proc. The bench

@@ -23,11 +23,11 @@
  * organization (admin key, the example policy) created through that build's dist/ modules, so a
  * build whose schema differs is set up as its code expects; the database is kept across rounds.
  * Every run starts that build's authority afresh (evaluate-bench.mjs's child), warms it up, then
- * measures the evaluate bench's 1-org scenarios: a closed loop of BENCH_CONCURRENCY clients (throughput, and
- * the authority's CPU per evaluation from its own accounting in /proc) and an open loop at
- * BENCH_RATE (p99 from the scheduled send times). Postgres's CPU per evaluation in the closed loop is
- * shown beside the authority's when Postgres runs on this machine. It prints every run, then per build the medians
- * and the ratio to the first entry within each round.
+ * measures the evaluate bench's 1-org scenarios: a closed loop of BENCH_CONCURRENCY clients
+ * (throughput, and the authority's CPU per evaluation from its own accounting in /proc, with
+ * Postgres's beside it when Postgres runs on this machine) and an open loop at BENCH_RATE (p99
+ * from the scheduled send times). It prints every run, then per build the medians and the ratio to
+ * the first entry within each round.
  *
  * @example
  *   npm run build

@@ -135,7 +135,7 @@ function cpuSnapshot(authorityPid, postgresPids) {
  * the same edges that decide which requests are counted, so CPU ÷ requests is CPU per request.
  * The authority's is its own accounting in /proc (every thread; a /metrics scrape would add its
  * own cost), and so is Postgres's (its postmaster and every child: backends, WAL writer,
- * checkpointer; a backend that starts or ends inside the window is left out). This process's (the
+ * checkpointer; see cpuBetween for one that starts or ends inside the window). This process's (the
  * load generator, and for the bare appends the appender itself) comes from process.cpuUsage().
  * Call the result when the scenario is done; one cut short ends there.
  */
