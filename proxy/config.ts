@@ -1,8 +1,9 @@
 /**
  * The proxy's configuration: defaults < proxy.yaml < environment, validated with zod. Every bad
  * field is reported at once, by its dotted path, in one `ProxyConfigError`. Routes come out
- * compiled: the path pattern parsed, fact sources checked against it (a `{path: x}` source needs
- * `:x` in the pattern), JSON pointers split, mode and body limit resolved, `needsBody` computed.
+ * compiled: the path pattern parsed, fact sources checked against it (fact-sources.ts: a
+ * `{path: x}` source needs `:x` in the pattern), JSON pointers split, mode and body limit
+ * resolved, `needsBody` computed.
  *
  * @example
  *   const config = await loadProxyConfig('config/proxy.yaml', process.env);
