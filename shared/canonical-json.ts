@@ -14,7 +14,6 @@
  * @example
  *   canonicalJson({ b: 1, a: [true, null, 1e21] }); // '{"a":[true,null,1e+21],"b":1}'
  */
-import { hasLoneSurrogate } from './unicode.js';
 
 export class NotCanonicalizableError extends Error {
   readonly code = 'NOT_CANONICALIZABLE';
@@ -37,7 +36,7 @@ const NOT_VERBATIM = /[\u0000-\u001f"\\\ud800-\udfff]/;
 
 function writeString(text: string): string {
   if (!NOT_VERBATIM.test(text)) return `"${text}"`;
-  if (hasLoneSurrogate(text)) throw new NotCanonicalizableError('Lone surrogate is not allowed');
+  if (!text.isWellFormed()) throw new NotCanonicalizableError('Lone surrogate is not allowed');
   return JSON.stringify(text);
 }
 

@@ -13,7 +13,6 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { CountersignError, type ErrorDetail } from '../../shared/errors.js';
-import { hasLoneSurrogate } from '../../shared/unicode.js';
 
 export const DEFAULT_MAX_JSON_DEPTH = 32;
 
@@ -41,7 +40,7 @@ export function inputProblem(value: unknown, path: string, maxDepth: number, dep
 
 function textProblem(text: string, path: string): ErrorDetail | null {
   if (text.includes('\u0000')) return { path, message: 'text must not contain NUL' };
-  if (hasLoneSurrogate(text)) return { path, message: 'text must be well-formed Unicode (no lone surrogates)' };
+  if (!text.isWellFormed()) return { path, message: 'text must be well-formed Unicode (no lone surrogates)' };
   return null;
 }
 

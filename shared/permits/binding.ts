@@ -31,7 +31,6 @@
  */
 import { hash, timingSafeEqual } from 'node:crypto';
 import { canonicalJson } from '../canonical-json.js';
-import { hasLoneSurrogate } from '../unicode.js';
 
 export const STANDARD_BOUND_FACTS = [
   'action_type',
@@ -181,7 +180,7 @@ function assertBindableName(name: string): void {
 }
 
 function checkedString(name: string, value: string): string {
-  if (hasLoneSurrogate(value)) throw new BindingFactError(name, 'contains a lone UTF-16 surrogate');
+  if (!value.isWellFormed()) throw new BindingFactError(name, 'contains a lone UTF-16 surrogate');
   return value;
 }
 

@@ -8,7 +8,6 @@
  *   fieldPairs({ kind: 'permit.verified', mode: 'enforce' }); // ['kind', 'permit.verified', 'mode', 'enforce']
  *   recordArgument({ kind: 'permit.verified' }); // '["kind","permit.verified"]'
  */
-import { withoutLoneSurrogates } from '../unicode.js';
 
 /** A record's fields as XADD's name, value pairs. */
 export function fieldPairs(fields: Record<string, string>): string[] {
@@ -27,5 +26,5 @@ export function recordArgument(fields: Record<string, string>): string {
   const json = JSON.stringify(pairs);
   // JSON.stringify writes a lone surrogate as a \udXXX escape; without one, nothing to replace.
   if (!json.includes('\\ud')) return json;
-  return JSON.stringify(pairs.map(withoutLoneSurrogates));
+  return JSON.stringify(pairs.map((text) => text.toWellFormed()));
 }

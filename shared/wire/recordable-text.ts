@@ -6,8 +6,7 @@
  * @example
  *   note: z.string().max(2000).refine(isRecordable, RECORDABLE_MESSAGE).optional()
  */
-import { hasLoneSurrogate } from '../unicode.js';
 
 export const RECORDABLE_MESSAGE = { message: 'must not contain NUL characters or unpaired surrogates' };
 
-export const isRecordable = (text: string): boolean => !text.includes('\u0000') && !hasLoneSurrogate(text);
+export const isRecordable = (text: string): boolean => !text.includes('\u0000') && text.isWellFormed();
