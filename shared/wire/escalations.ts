@@ -52,11 +52,11 @@ export function unrecordableProblem(value: unknown): string | null {
   while (pending.length > 0) {
     const { value: item, depth } = pending.pop() as { value: unknown; depth: number };
     if (typeof item === 'string') {
-      if (!isRecordable(item)) return 'text must not contain NUL characters or unpaired surrogates';
+      if (!isRecordable(item)) return `text ${RECORDABLE_MESSAGE.message}`;
     } else if (item !== null && typeof item === 'object') {
       if (depth >= MAX_JSON_DEPTH) return `nested deeper than ${MAX_JSON_DEPTH} levels`;
       for (const [key, child] of Object.entries(item)) {
-        if (!isRecordable(key)) return 'keys must not contain NUL characters or unpaired surrogates';
+        if (!isRecordable(key)) return `keys ${RECORDABLE_MESSAGE.message}`;
         pending.push({ value: child, depth: depth + 1 });
       }
     }
