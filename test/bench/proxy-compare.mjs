@@ -7,11 +7,14 @@
  *
  *   node test/bench/proxy-compare.mjs LABEL=BUILD[@NODE_OPTIONS] ...
  *
- *   BUILD  `.`: this checkout's dist/ (run `npm run build` first); `naive-gate`: the proxy bench's
+ *   BUILD  `.`: this checkout's dist/ (run `npm run build` first); anything else but the
+ *          yardsticks below: a git revision, checked out into a temporary worktree and built
+ *          there with this checkout's node_modules. The yardsticks are measured the same way,
+ *          without tracing or Node flags: `naive-gate` (enforced path only), the proxy bench's
  *          naive gate (bench-servers.mjs: jose, SET NX, http-proxy), the yardstick of the enforce
- *          targets, measured the same way (enforced route only, no tracing, no Node flags);
- *          anything else: a git revision, checked out into a temporary worktree and built there
- *          with this checkout's node_modules
+ *          targets; `nginx` and `undici-dispatch` (pass-through only), nginx as the proxy bench
+ *          runs it, the yardstick of the pass-through targets, and the bare forwarder on the
+ *          proxy's engine (bench-servers.mjs)
  *   @NODE_OPTIONS  the proxy's Node flags for that entry (default: the container's, PROXY_NODE_OPTIONS)
  *
  * Environment: BENCH_ROUNDS (3), BENCH_SECONDS (4), BENCH_WARMUP_SECONDS (1), BENCH_PROCESS_WARMUP_SECONDS
@@ -53,7 +56,7 @@ import { fileURLToPath } from 'node:url';
 import { startRedis, stopServers } from '../support/servers.mjs';
 import { fmt, formatTable, serverUrl, setting } from './bench-common.mjs';
 import { cpuBetween, cpuTimes, rssSampler } from './proc-stats.mjs';
-import { runGenerator, startBenchServer, startCountersignProxy, stopAll } from './proxy-processes.mjs';
+import { findNginx, runGenerator, startBenchServer, startCountersignProxy, startNginx, stopAll } from './proxy-processes.mjs';
 import { ACTOR, PASS_REQUEST, PERMIT_HEADER, proxyYaml } from './proxy-setup.mjs';
 import {
   createBuilds, exportSummary, median, parseEntry, PROCESS_WARMUP, ROUNDS, SECONDS, sinkStats, tracedLabels, tracingEnv, WARMUP,
@@ -76,16 +79,19 @@ const UPSTREAM_BODY = '{"ok":true,"from":"bench-upstream"}';
 const ORG = 'default';
 const KID = 'compare-1';
 
-/** The BUILD that names the naive gate rather than a build of the proxy. */
-const NAIVE_GATE = 'naive-gate';
+/** The BUILDs that name a yardstick rather than a build of the proxy, and the path each serves. */
+const YARDSTICKS = { 'naive-gate': 'enforce', nginx: 'pass', 'undici-dispatch': 'pass' };
+const isYardstick = (entry) => Object.hasOwn(YARDSTICKS, entry.build);
 
 const entries = process.argv.slice(2).map(parseEntry);
 /** The entries whose proxy traces (BENCH_TRACING=LABEL,…). */
 const TRACED = tracedLabels(entries);
-const naiveMisused = entries.some((entry) => entry.build === NAIVE_GATE && (PATH === 'pass' || entry.nodeOptions !== undefined || TRACED?.has(entry.label)));
-if (entries.length < 2 || !MODES || !['enforce', 'pass'].includes(PATH) || TRACED === null || naiveMisused) {
+const yardstickMisused = entries.some((entry) => isYardstick(entry) && (YARDSTICKS[entry.build] !== PATH || entry.nodeOptions !== undefined || TRACED?.has(entry.label)));
+const nginxBinary = entries.some((entry) => entry.build === 'nginx') ? findNginx() : null;
+if (entries.length < 2 || !MODES || !['enforce', 'pass'].includes(PATH) || TRACED === null || yardstickMisused || nginxBinary === undefined) {
   log('usage: node test/bench/proxy-compare.mjs LABEL=BUILD[@NODE_OPTIONS] LABEL=BUILD[@NODE_OPTIONS] ...  (BENCH_MODE closed|open|both, BENCH_PATH enforce|pass, BENCH_TRACING=LABEL,…;');
-  log(`  BUILD ${NAIVE_GATE}: the naive gate, on the enforced path only, without @NODE_OPTIONS or tracing)`);
+  log('  BUILD naive-gate (BENCH_PATH enforce), nginx and undici-dispatch (BENCH_PATH pass): yardsticks, without @NODE_OPTIONS or tracing;');
+  log(`  nginx needs nginx on PATH or in /usr/sbin${nginxBinary === undefined ? ', and none was found' : ''})`);
   process.exit(2);
 }
 
@@ -127,14 +133,19 @@ async function warmUp(proxy) {
   if (result.errors > 0) throw new Error(`the process warm-up failed: ${JSON.stringify(result.errorKinds)}`);
 }
 
-/** The entry's gate, started afresh: a build of the proxy, or the naive gate. */
-function startGate(entry, mode, context) {
+/** The entry's server, started afresh: a build of the proxy, or a yardstick. */
+async function startGate(entry, mode, context) {
   const cpuProfileDir = PROFILE_DIR && join(PROFILE_DIR, `${entry.label}-${mode}`);
-  if (entry.build === NAIVE_GATE) {
+  if (entry.build === 'naive-gate') {
     return startBenchServer('naive', {
       upstream: context.upstream.url, authority: context.authorityUrl, apiKey: 'unused', redisUrl: context.redisUrl,
       issuer: 'countersign', audience: 'countersign:gate', permitHeader: PERMIT_HEADER,
     }, { cpuProfileDir });
+  }
+  if (entry.build === 'undici-dispatch') return startBenchServer('undici-dispatch', { upstream: context.upstream.url }, { cpuProfileDir });
+  if (entry.build === 'nginx') {
+    const dir = mkdtempSync(join(context.dir, 'nginx-'));
+    return startNginx({ binary: nginxBinary, dir, upstreamUrl: context.upstream.url });
   }
   return startCountersignProxy({
     dir: context.dir, redisUrl: context.redisUrl, yaml: context.yaml, cli: entry.cli, nodeOptions: entry.nodeOptions, cpuProfileDir,
@@ -187,7 +198,7 @@ async function main() {
     writeFileSync(keyFile, 'cs_compare_unused', { mode: 0o600 });
     const upstream = await startBenchServer('upstream', { body: UPSTREAM_BODY });
     const sink = TRACED.size > 0 ? await startBenchServer('otlp-sink', {}) : undefined;
-    for (const entry of entries) entry.cli = entry.build === NAIVE_GATE ? null : builds.cliOf(entry.build);
+    for (const entry of entries) entry.cli = isYardstick(entry) ? null : builds.cliOf(entry.build);
     const authorityUrl = `http://127.0.0.1:${authority.address().port}`;
     const context = { dir, redisUrl, sink, upstream, authorityUrl, yaml: proxyYaml({ upstream: upstream.url, authority: authorityUrl, keyFile, organization: ORG }) };
     if (sink) log(`tracing on for ${[...TRACED].join(', ')}: OTLP/HTTP (protobuf) to the sink at ${sink.url}, the SDK's default batching; off for the others`);
