@@ -30,6 +30,15 @@ export const WARMUP = setting('BENCH_WARMUP_SECONDS', 1, { min: 0, max: 30 });
 /** Seconds of discarded load on each freshly started server before its first run (see test/bench/README.md). */
 export const PROCESS_WARMUP = setting('BENCH_PROCESS_WARMUP_SECONDS', 10, { min: 0, max: 120 });
 
+/**
+ * The order of `entries` in round `round` (from 1): as given in odd rounds, reversed in even ones.
+ * The position within a round is worth several percent by itself: on the enforced route, each of
+ * two builds was ahead by 6–9 % in the run where it went first in every round, and behind in the
+ * run where it went second. So no entry always runs first; with an even number of rounds each
+ * runs in each position equally often.
+ */
+export const roundOrder = (entries, round) => (round % 2 === 1 ? entries : [...entries].reverse());
+
 /** The nearest-rank median of the finite values (with an even count, the lower of the middle two). */
 export const median = (values) => percentile(values.filter(Number.isFinite).sort((a, b) => a - b), 0.5);
 

@@ -45,7 +45,7 @@ import {
 } from './evaluate-bench.mjs';
 import { closedLoop, measureScenario, openLoop } from './evaluate-report.mjs';
 import {
-  createBuilds, exportSummary, median, parseEntry, PROCESS_WARMUP, ROUNDS, SECONDS, sinkStats, tracedLabels, tracingEnv, WARMUP,
+  createBuilds, exportSummary, median, parseEntry, PROCESS_WARMUP, ROUNDS, roundOrder, SECONDS, sinkStats, tracedLabels, tracingEnv, WARMUP,
 } from './compare-builds.mjs';
 import { startBenchServer, stopAll } from './proxy-processes.mjs';
 import { localStorePids } from './proxy-setup.mjs';
@@ -168,7 +168,7 @@ async function main() {
       `each on a fresh authority after ${PROCESS_WARMUP} s of process warm-up ==`);
     const results = new Map(entries.map((entry) => [entry.label, []]));
     for (let round = 1; round <= ROUNDS; round += 1) {
-      for (const entry of entries) {
+      for (const entry of roundOrder(entries, round)) {
         const result = await measure(entry, round, redisUrl, postgresPids, sink);
         results.get(entry.label).push(result);
         log(`round ${round} ${entry.label}: ${fmt(result.perSecond, 0)}/s, ${fmt(result.cpuUs, 0)} µs authority and ${fmt(result.postgresUs, 0)} µs Postgres CPU/eval, ` +

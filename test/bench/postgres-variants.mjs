@@ -32,7 +32,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startPostgres, startRedis, stopServers } from '../support/servers.mjs';
 import { createBenchDatabase, fmt, formatTable, serverUrl, setting, stopOnSignals } from './bench-common.mjs';
-import { median, PROCESS_WARMUP, ROUNDS, SECONDS, WARMUP } from './compare-builds.mjs';
+import { median, PROCESS_WARMUP, ROUNDS, roundOrder, SECONDS, WARMUP } from './compare-builds.mjs';
 import {
   abortOnExit, createEvaluateOrgs, evaluatePool, evaluateSender, loadProduct, spread, startEvaluateAuthority,
 } from './evaluate-bench.mjs';
@@ -120,8 +120,7 @@ async function main() {
     `each on a fresh database and authority after ${PROCESS_WARMUP} s of process warm-up ==`);
   const results = new Map(names.map((name) => [name, []]));
   for (let round = 1; round <= ROUNDS; round += 1) {
-    // Alternate the order, so no variant always runs first after the previous round's cleanup.
-    for (const name of round % 2 === 1 ? names : [...names].reverse()) {
+    for (const name of roundOrder(names, round)) {
       const result = await measure(product, name, { adminUrl, redisUrl, postgresPids });
       results.get(name).push(result);
       log(`round ${round} ${name}: ${fmt(result.perSecond, 0)}/s, ${fmt(result.postgresUs, 0)} µs Postgres and ` +

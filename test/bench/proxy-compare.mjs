@@ -59,7 +59,7 @@ import { cpuBetween, cpuTimes, rssSampler } from './proc-stats.mjs';
 import { findNginx, runGenerator, startBenchServer, startCountersignProxy, startNginx, stopAll } from './proxy-processes.mjs';
 import { ACTOR, PASS_REQUEST, PERMIT_HEADER, proxyYaml } from './proxy-setup.mjs';
 import {
-  createBuilds, exportSummary, median, parseEntry, PROCESS_WARMUP, ROUNDS, SECONDS, sinkStats, tracedLabels, tracingEnv, WARMUP,
+  createBuilds, exportSummary, median, parseEntry, PROCESS_WARMUP, ROUNDS, roundOrder, SECONDS, sinkStats, tracedLabels, tracingEnv, WARMUP,
 } from './compare-builds.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -207,7 +207,7 @@ async function main() {
       log(`\n== ${PATH === 'pass' ? 'pass-through' : 'enforced route'}, ${mode === 'closed' ? `closed loop, ${CONNECTIONS} connections` : `open loop, ${RATE}/s`}; ${ROUNDS} rounds of ${WARMUP} s + ${SECONDS} s, each on a fresh proxy after ${PROCESS_WARMUP} s of process warm-up ==`);
       const results = new Map(entries.map((entry) => [entry.label, []]));
       for (let round = 1; round <= ROUNDS; round += 1) {
-        for (const entry of entries) {
+        for (const entry of roundOrder(entries, round)) {
           const result = await measure(entry, mode, context);
           results.get(entry.label).push(result);
           const cut = result.exhausted ? ` (ran out of permits after ${fmt(result.windowSeconds)} s)` : '';
