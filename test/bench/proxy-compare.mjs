@@ -53,10 +53,11 @@ import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
 import { startRedis, stopServers } from '../support/servers.mjs';
 import { fmt, formatTable, serverUrl, setting } from './bench-common.mjs';
 import { cpuBetween, cpuTimes, rssSampler } from './proc-stats.mjs';
-import { findNginx, runGenerator, startBenchServer, startCountersignProxy, startNginx, stopAll } from './proxy-processes.mjs';
+import { findNginx, runGenerator, sleep, startBenchServer, startCountersignProxy, startNginx, stopAll } from './proxy-processes.mjs';
 import { ACTOR, PASS_REQUEST, PERMIT_HEADER, proxyYaml } from './proxy-setup.mjs';
 import {
   createBuilds, exportSummary, median, parseEntry, PROCESS_WARMUP, ROUNDS, roundOrder, SECONDS, sinkStats, tracedLabels, tracingEnv, WARMUP,
@@ -153,8 +154,44 @@ async function startGate(entry, mode, context) {
   });
 }
 
+/**
+ * Empties the throwaway Redis and its append-only file, then opens the organization's replay
+ * epoch again. Every enforced run leaves its consumed permits (expiring 300 s later, in some later
+ * run) and its records (in a stream no authority drains) behind, and the file grows with every
+ * write until Redis forks to rewrite it: without this, each run would meet a larger store, and the
+ * expiries and rewrites of the runs before it.
+ */
+async function emptyStore(redisUrl) {
+  const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  try {
+    await redis.connect();
+    await redis.flushall();
+    await redis.bgrewriteaof();
+    for (;;) {
+      const persistence = await redis.info('persistence');
+      if (/aof_rewrite_in_progress:0/.test(persistence) && /aof_rewrite_scheduled:0/.test(persistence)) break;
+      await sleep(50);
+    }
+  } finally {
+    redis.disconnect();
+  }
+  await openEpoch(redisUrl);
+}
+
+/**
+ * The organization's replay epoch, as the authority creates it before it signs the first permit:
+ * permits issued before the epoch began are refused (REPLAY_STATE_RESET).
+ */
+async function openEpoch(redisUrl) {
+  const store = new RedisStore({ url: redisUrl });
+  await store.ensureEpoch(replayEpochKey(ORG));
+  await store.close();
+}
+
 async function measure(entry, mode, context) {
   const traced = TRACED.has(entry.label);
+  if (context.throwawayRedis) await emptyStore(context.redisUrl);
+  else await openEpoch(context.redisUrl);
   const proxy = await startGate(entry, mode, context);
   const exportsBefore = traced ? await sinkStats(context.sink) : null;
   let measured;
@@ -181,12 +218,11 @@ async function measure(entry, mode, context) {
 
 
 async function main() {
-  const redisUrl = serverUrl('redis', await startRedis({ log }));
-  // The organization's replay epoch, as the authority creates it before it signs the first permit:
-  // permits issued before the epoch began are refused (REPLAY_STATE_RESET).
-  const store = new RedisStore({ url: redisUrl });
-  await store.ensureEpoch(replayEpochKey(ORG));
-  await store.close();
+  const redis = await startRedis({ log });
+  const redisUrl = serverUrl('redis', redis);
+  // A Redis of the caller's is not emptied: its runs meet the store the runs before them left.
+  const throwawayRedis = !redis.fromEnv;
+  if (!throwawayRedis) log('REDIS_URL: the store is not emptied between runs (each run leaves its permits and records behind)');
   const authority = createServer((req, res) => {
     res.setHeader('content-type', 'application/json');
     res.end(req.url?.startsWith('/v1/permit-keys') ? jwks : '{}');
@@ -200,7 +236,7 @@ async function main() {
     const sink = TRACED.size > 0 ? await startBenchServer('otlp-sink', {}) : undefined;
     for (const entry of entries) entry.cli = isYardstick(entry) ? null : builds.cliOf(entry.build);
     const authorityUrl = `http://127.0.0.1:${authority.address().port}`;
-    const context = { dir, redisUrl, sink, upstream, authorityUrl, yaml: proxyYaml({ upstream: upstream.url, authority: authorityUrl, keyFile, organization: ORG }) };
+    const context = { dir, redisUrl, throwawayRedis, sink, upstream, authorityUrl, yaml: proxyYaml({ upstream: upstream.url, authority: authorityUrl, keyFile, organization: ORG }) };
     if (sink) log(`tracing on for ${[...TRACED].join(', ')}: OTLP/HTTP (protobuf) to the sink at ${sink.url}, the SDK's default batching; off for the others`);
 
     for (const mode of MODES) {
