@@ -1,10 +1,12 @@
 /**
  * A counter and a histogram for the series written on every request. prom-client's own
  * `inc(labels)` and `observe(labels, value)` check the label names, build a string key from the
- * labels and look it up in a dictionary on every call; on the proxy's pass-through path its two
- * calls per request cost about a sixth of the proxy's CPU (docs/performance.md). Here each label
- * set has one cell, found through one Map per label (label values are the same few strings every
- * time, so each lookup is a hash already cached on the string), and a call adds to it.
+ * labels and look it up in a dictionary on every call, and `observe` allocates a closure besides:
+ * alone in a loop about 0.3 and 0.5 µs per call, against under 0.05 µs here, and on the proxy's
+ * pass-through path, in the running proxy, about a tenth of its CPU per request
+ * (docs/performance.md). Here each label set has one cell, found through one Map per label (label
+ * values are the same few strings every time, so each lookup is a hash already cached on the
+ * string), and a call adds to it.
  *
  * They register in a prom-client `Registry` beside its own metrics, and read the same way: the
  * text exposition is line for line what prom-client writes for the same observations
