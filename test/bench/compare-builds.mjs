@@ -32,10 +32,9 @@ export const PROCESS_WARMUP = setting('BENCH_PROCESS_WARMUP_SECONDS', 10, { min:
 
 /**
  * The order of `entries` in round `round` (from 1): as given in odd rounds, reversed in even ones.
- * The position within a round is worth several percent by itself: on the enforced route, each of
- * two builds was ahead by 6–9 % in the run where it went first in every round, and behind in the
- * run where it went second. So no entry always runs first; with an even number of rounds each
- * runs in each position equally often.
+ * In two 4-round runs of the same pair of builds on the enforced route, whichever build went first
+ * in every round came out 6–9 % ahead. Alternating keeps such an effect of the position from
+ * favouring one entry: with an even number of rounds each runs in each position equally often.
  */
 export const roundOrder = (entries, round) => (round % 2 === 1 ? entries : [...entries].reverse());
 
