@@ -97,6 +97,8 @@ export class LabeledCounter<L extends string> {
   /** Public and writable: prom-client's registry renames counters for OpenMetrics. */
   name: string;
   readonly help: string;
+  /** As prom-client's metrics carry them (the metrics reference in docs/metrics.md reads them). */
+  readonly labelNames: readonly L[];
   readonly type = 'counter' as const;
   readonly aggregator = 'sum' as const;
   readonly #cells: Cells<L, { labels: Labels<L>; value: number }>;
@@ -104,7 +106,8 @@ export class LabeledCounter<L extends string> {
   constructor(options: LabeledMetricOptions<L>) {
     this.name = options.name;
     this.help = options.help;
-    this.#cells = new Cells(options.labelNames, (labels) => ({ labels, value: 0 }));
+    this.labelNames = [...options.labelNames];
+    this.#cells = new Cells(this.labelNames, (labels) => ({ labels, value: 0 }));
     register(this, options.registers);
   }
 
@@ -142,6 +145,7 @@ interface ExpositionValue<L extends string> {
 export class LabeledHistogram<L extends string> {
   name: string;
   readonly help: string;
+  readonly labelNames: readonly L[];
   readonly type = 'histogram' as const;
   readonly aggregator = 'sum' as const;
   readonly #bounds: readonly number[];
@@ -150,12 +154,13 @@ export class LabeledHistogram<L extends string> {
   constructor(options: LabeledMetricOptions<L> & { buckets: readonly number[] }) {
     this.name = options.name;
     this.help = options.help;
+    this.labelNames = [...options.labelNames];
     if (options.buckets.some((bound, i) => !Number.isFinite(bound) || (i > 0 && bound <= options.buckets[i - 1]!))) {
       throw new TypeError(`${options.name}: the buckets' upper bounds are finite and ascending`);
     }
     this.#bounds = [...options.buckets];
     const slots = this.#bounds.length + 1;
-    this.#cells = new Cells(options.labelNames, (labels) => ({ labels, counts: new Array<number>(slots).fill(0), sum: 0, count: 0 }));
+    this.#cells = new Cells(this.labelNames, (labels) => ({ labels, counts: new Array<number>(slots).fill(0), sum: 0, count: 0 }));
     register(this, options.registers);
   }
 

@@ -60,6 +60,10 @@ t.test('the text exposition is prom-client’s, line for line', async (t) => {
 t.test('get() reads as prom-client’s: names, labels and values', async (t) => {
   const setup = both();
   record(setup);
+  for (const [ours, theirs] of [setup.counters, setup.histograms]) {
+    // prom-client's typings leave labelNames out; its metrics carry it, and docs/metrics.md is rendered from it.
+    t.same(ours.labelNames, (theirs as unknown as { labelNames: string[] }).labelNames, `${ours.name}: labelNames`);
+  }
   const shape = (values: ReadonlyArray<{ value: number; labels: object; metricName?: string }>) =>
     values.map(({ value, labels, metricName }) => ({ value, labels, metricName }));
   for (const pair of [setup.counters, setup.histograms]) {
