@@ -86,43 +86,48 @@ class Cells<L extends string, C extends { labels: Labels<L> }> {
   }
 }
 
-/** Registers a series in each registry; the registry reads it through `get()` and `reset()` only. */
-function register(metric: object, registers: ReadonlyArray<Registry<RegistryContentType>>): void {
-  // prom-client types its registry for its own four classes; at run time it asks a metric for
-  // its name, type, get() (or getForPromString()) and reset().
-  for (const registry of registers) registry.registerMetric(metric as Metric);
-}
-
-export class LabeledCounter<L extends string> {
+/**
+ * What both kinds share: the name, help and label names that prom-client's registry and the
+ * metrics reference (docs/metrics.md) read, the cells, registration and `reset()`.
+ */
+abstract class LabeledSeries<L extends string, C extends { labels: Labels<L> }> {
   /** Public and writable: prom-client's registry renames counters for OpenMetrics. */
   name: string;
   readonly help: string;
-  /** As prom-client's metrics carry them (the metrics reference in docs/metrics.md reads them). */
   readonly labelNames: readonly L[];
-  readonly type = 'counter' as const;
   readonly aggregator = 'sum' as const;
-  readonly #cells: Cells<L, { labels: Labels<L>; value: number }>;
+  protected readonly cells: Cells<L, C>;
 
-  constructor(options: LabeledMetricOptions<L>) {
+  constructor(options: LabeledMetricOptions<L>, createCell: (labels: Labels<L>) => C) {
     this.name = options.name;
     this.help = options.help;
     this.labelNames = [...options.labelNames];
-    this.#cells = new Cells(this.labelNames, (labels) => ({ labels, value: 0 }));
-    register(this, options.registers);
+    this.cells = new Cells(this.labelNames, createCell);
+    // prom-client types its registry for its own four classes; at run time it asks a metric for
+    // its name, type, get() (or getForPromString()) and reset().
+    for (const registry of options.registers) registry.registerMetric(this as unknown as Metric);
+  }
+
+  reset(): void {
+    this.cells.clear();
+  }
+}
+
+export class LabeledCounter<L extends string> extends LabeledSeries<L, { labels: Labels<L>; value: number }> {
+  readonly type = 'counter' as const;
+
+  constructor(options: LabeledMetricOptions<L>) {
+    super(options, (labels) => ({ labels, value: 0 }));
   }
 
   inc(labels: Labels<L>, value = 1): void {
     if (!(value >= 0) || value === Infinity) throw new TypeError(`${this.name}: a counter grows by a finite number ≥ 0, not ${value}`);
-    this.#cells.find(labels).value += value;
+    this.cells.find(labels).value += value;
   }
 
   async get(): Promise<SeriesSnapshot> {
-    const values = this.#cells.all.map(({ labels, value }) => ({ value, labels: { ...labels } }));
+    const values = this.cells.all.map(({ labels, value }) => ({ value, labels: { ...labels } }));
     return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
-  }
-
-  reset(): void {
-    this.#cells.clear();
   }
 }
 
@@ -142,31 +147,22 @@ interface ExpositionValue<L extends string> {
   metricName: string;
 }
 
-export class LabeledHistogram<L extends string> {
-  name: string;
-  readonly help: string;
-  readonly labelNames: readonly L[];
+export class LabeledHistogram<L extends string> extends LabeledSeries<L, HistogramCell<L>> {
   readonly type = 'histogram' as const;
-  readonly aggregator = 'sum' as const;
   readonly #bounds: readonly number[];
-  readonly #cells: Cells<L, HistogramCell<L>>;
 
   constructor(options: LabeledMetricOptions<L> & { buckets: readonly number[] }) {
-    this.name = options.name;
-    this.help = options.help;
-    this.labelNames = [...options.labelNames];
-    if (options.buckets.some((bound, i) => !Number.isFinite(bound) || (i > 0 && bound <= options.buckets[i - 1]!))) {
+    const bounds = [...options.buckets];
+    if (bounds.some((bound, i) => !Number.isFinite(bound) || (i > 0 && bound <= bounds[i - 1]!))) {
       throw new TypeError(`${options.name}: the buckets' upper bounds are finite and ascending`);
     }
-    this.#bounds = [...options.buckets];
-    const slots = this.#bounds.length + 1;
-    this.#cells = new Cells(this.labelNames, (labels) => ({ labels, counts: new Array<number>(slots).fill(0), sum: 0, count: 0 }));
-    register(this, options.registers);
+    super(options, (labels) => ({ labels, counts: new Array<number>(bounds.length + 1).fill(0), sum: 0, count: 0 }));
+    this.#bounds = bounds;
   }
 
   observe(labels: Labels<L>, value: number): void {
     if (!Number.isFinite(value)) throw new TypeError(`${this.name}: an observation is a finite number, not ${value}`);
-    const cell = this.#cells.find(labels);
+    const cell = this.cells.find(labels);
     const bounds = this.#bounds;
     let slot = 0;
     while (slot < bounds.length && value > bounds[slot]!) slot += 1;
@@ -178,7 +174,7 @@ export class LabeledHistogram<L extends string> {
   /** The registry's text exposition reads this: bucket labels apart from the series' own. */
   async getForPromString(): Promise<Omit<SeriesSnapshot, 'values'> & { values: ExpositionValue<L>[] }> {
     const values: ExpositionValue<L>[] = [];
-    for (const { labels, counts, sum, count } of this.#cells.all) {
+    for (const { labels, counts, sum, count } of this.cells.all) {
       let cumulative = 0;
       this.#bounds.forEach((bound, slot) => {
         cumulative += counts[slot]!;
@@ -197,9 +193,5 @@ export class LabeledHistogram<L extends string> {
     const exposition = await this.getForPromString();
     const values = exposition.values.map(({ labels, sharedLabels, value, metricName }) => ({ value, labels: { ...labels, ...sharedLabels }, metricName }));
     return { ...exposition, values };
-  }
-
-  reset(): void {
-    this.#cells.clear();
   }
 }
