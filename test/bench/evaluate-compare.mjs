@@ -32,7 +32,7 @@
  * @example
  *   npm run build
  *   node test/bench/evaluate-compare.mjs base=HEAD~1 new=.
- *   BENCH_ROUNDS=5 node test/bench/evaluate-compare.mjs semi16=.@--max-semi-space-size=16 default=.
+ *   BENCH_ROUNDS=6 node test/bench/evaluate-compare.mjs semi16=.@--max-semi-space-size=16 default=.
  *   BENCH_TRACING=on node test/bench/evaluate-compare.mjs off=. on=.
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';

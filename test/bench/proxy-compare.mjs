@@ -40,7 +40,7 @@
  * request in both. The enforce targets of the proxy bench, judged over alternating rounds instead
  * of one window each:
  *
- *   BENCH_ROUNDS=5 node test/bench/proxy-compare.mjs naive=naive-gate enforce=.
+ *   BENCH_ROUNDS=6 node test/bench/proxy-compare.mjs naive=naive-gate enforce=.
  *
  * @example
  *   npm run build
