@@ -34,13 +34,15 @@
  *
  * No authority runs: permits are signed here with a fresh Ed25519 key, whose JWKS a small loopback
  * server publishes at /v1/permit-keys. Each run is the enforced route of the proxy benchmark
- * (fresh permit per request) against bench-servers.mjs's upstream. Per build it prints every
- * round, then the medians and the ratios to the first entry within each round: of throughput in
- * closed loop, of p99 in open loop (where every build runs at the same rate), and of CPU per
- * request in both. The enforce targets of the proxy bench, judged over alternating rounds instead
- * of one window each:
+ * (fresh permit per request), or its pass-through request, against bench-servers.mjs's upstream,
+ * on an emptied Redis (emptyStore). Every other round runs the entries in reverse order. Per
+ * build it prints every round, then the medians and the ratios to the first entry within each
+ * round: of throughput in closed loop, of p99 in open loop (where every build runs at the same
+ * rate), and of CPU per request in both. The enforce and pass-through targets of the proxy bench,
+ * judged over alternating rounds instead of one window each:
  *
  *   BENCH_ROUNDS=6 node test/bench/proxy-compare.mjs naive=naive-gate enforce=.
+ *   BENCH_ROUNDS=6 BENCH_PATH=pass BENCH_MODE=closed node test/bench/proxy-compare.mjs nginx=nginx bare=undici-dispatch pass=.
  *
  * @example
  *   npm run build
