@@ -90,11 +90,12 @@ const entries = process.argv.slice(2).map(parseEntry);
 /** The entries whose proxy traces (BENCH_TRACING=LABEL,…). */
 const TRACED = tracedLabels(entries);
 const yardstickMisused = entries.some((entry) => isYardstick(entry) && (YARDSTICKS[entry.build] !== PATH || entry.nodeOptions !== undefined || TRACED?.has(entry.label)));
-const nginxBinary = entries.some((entry) => entry.build === 'nginx') ? findNginx() : null;
-if (entries.length < 2 || !MODES || !['enforce', 'pass'].includes(PATH) || TRACED === null || yardstickMisused || nginxBinary === undefined) {
+const wantsNginx = entries.some((entry) => entry.build === 'nginx');
+const nginxBinary = wantsNginx ? findNginx() : undefined;
+if (entries.length < 2 || !MODES || !['enforce', 'pass'].includes(PATH) || TRACED === null || yardstickMisused || (wantsNginx && nginxBinary === undefined)) {
   log('usage: node test/bench/proxy-compare.mjs LABEL=BUILD[@NODE_OPTIONS] LABEL=BUILD[@NODE_OPTIONS] ...  (BENCH_MODE closed|open|both, BENCH_PATH enforce|pass, BENCH_TRACING=LABEL,…;');
   log('  BUILD naive-gate (BENCH_PATH enforce), nginx and undici-dispatch (BENCH_PATH pass): yardsticks, without @NODE_OPTIONS or tracing;');
-  log(`  nginx needs nginx on PATH or in /usr/sbin${nginxBinary === undefined ? ', and none was found' : ''})`);
+  log(`  nginx needs nginx on PATH or in /usr/sbin${wantsNginx && nginxBinary === undefined ? ', and none was found' : ''})`);
   process.exit(2);
 }
 
@@ -157,11 +158,10 @@ async function startGate(entry, mode, context) {
 }
 
 /**
- * Empties the throwaway Redis and its append-only file, then opens the organization's replay
- * epoch again. Every enforced run leaves its consumed permits (expiring 300 s later, in some later
- * run) and its records (in a stream no authority drains) behind, and the file grows with every
- * write until Redis forks to rewrite it: without this, each run would meet a larger store, and the
- * expiries and rewrites of the runs before it.
+ * Empties the throwaway Redis and its append-only file. Every enforced run leaves its consumed
+ * permits (expiring 300 s later, in some later run) and its records (in a stream no authority
+ * drains) behind, and the file grows with every write until Redis forks to rewrite it: without
+ * this, each run would meet a larger store, and the expiries and rewrites of the runs before it.
  */
 async function emptyStore(redisUrl) {
   const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
@@ -177,7 +177,6 @@ async function emptyStore(redisUrl) {
   } finally {
     redis.disconnect();
   }
-  await openEpoch(redisUrl);
 }
 
 /**
@@ -193,7 +192,7 @@ async function openEpoch(redisUrl) {
 async function measure(entry, mode, context) {
   const traced = TRACED.has(entry.label);
   if (context.throwawayRedis) await emptyStore(context.redisUrl);
-  else await openEpoch(context.redisUrl);
+  await openEpoch(context.redisUrl);
   const proxy = await startGate(entry, mode, context);
   const exportsBefore = traced ? await sinkStats(context.sink) : null;
   let measured;
