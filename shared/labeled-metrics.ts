@@ -133,7 +133,7 @@ export class LabeledCounter<L extends string> extends LabeledSeries<L, { labels:
 
 interface HistogramCell<L extends string> {
   labels: Labels<L>;
-  /** Observations per bucket (not cumulative); one more than the bounds, for +Inf. */
+  /** Observations per bucket (not cumulative); one above every bound counts in `count` only, as +Inf. */
   counts: number[];
   sum: number;
   count: number;
@@ -156,7 +156,7 @@ export class LabeledHistogram<L extends string> extends LabeledSeries<L, Histogr
     if (bounds.some((bound, i) => !Number.isFinite(bound) || (i > 0 && bound <= bounds[i - 1]!))) {
       throw new TypeError(`${options.name}: the buckets' upper bounds are finite and ascending`);
     }
-    super(options, (labels) => ({ labels, counts: new Array<number>(bounds.length + 1).fill(0), sum: 0, count: 0 }));
+    super(options, (labels) => ({ labels, counts: new Array<number>(bounds.length).fill(0), sum: 0, count: 0 }));
     this.#bounds = bounds;
   }
 
@@ -166,7 +166,7 @@ export class LabeledHistogram<L extends string> extends LabeledSeries<L, Histogr
     const bounds = this.#bounds;
     let slot = 0;
     while (slot < bounds.length && value > bounds[slot]!) slot += 1;
-    cell.counts[slot]! += 1;
+    if (slot < bounds.length) cell.counts[slot]! += 1;
     cell.sum += value;
     cell.count += 1;
   }
