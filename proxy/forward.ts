@@ -76,7 +76,7 @@ export function forwardRequest(agent: Dispatcher, res: ServerResponse, request: 
   const traced = tracing;
   if (traced === null) return forwardOnce(agent, res, request);
   const upstream = request.upstream.url;
-  return traced.inSpan(SPAN.forward, () => forwardOnce(agent, res, { ...request, headers: traced.withPropagation(request.headers) }), {
+  return traced.inSpan(SPAN.forward, () => forwardOnce(agent, res, Object.assign({}, request, { headers: traced.withPropagation(request.headers) })), {
     kind: 'client',
     attributes: {
       [ATTR.httpMethod]: request.method,

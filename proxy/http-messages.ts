@@ -201,20 +201,29 @@ export function protectedPrefixError(pattern: string): CountersignError {
   return new CountersignError('forbidden', `This path is under the protected subtree ${pattern} and matches no route.`, { reason: 'PROTECTED_PREFIX' });
 }
 
+/**
+ * `ours` with the error's own headers (the catalogue's Retry-After on a 503 or 429) added beside
+ * them, never over them.
+ */
+export function withErrorHeaders<Headers extends Record<string, string | number>>(error: CountersignError, ours: Headers): Headers {
+  for (const [name, value] of Object.entries(error.headers)) {
+    if (!Object.hasOwn(ours, name)) (ours as Record<string, string | number>)[name] = value;
+  }
+  return ours;
+}
+
 export function sendError(res: ServerResponse, requestId: string, error: CountersignError): void {
   if (res.headersSent || res.destroyed) {
     res.destroy();
     return;
   }
   const body = JSON.stringify(errorEnvelope(error, requestId));
-  const headers: Record<string, string | number> = {
-    // The catalogue's headers first (Retry-After on a 503 or 429): ours below win.
-    ...error.headers,
+  const headers: Record<string, string | number> = withErrorHeaders(error, {
     'content-type': 'application/json; charset=utf-8',
     'content-length': Buffer.byteLength(body),
     'cache-control': 'no-store',
     'x-request-id': requestId,
-  };
+  });
   // An unread request body is not drained: the connection closes instead.
   if (!res.req.complete) headers.connection = 'close';
   res.writeHead(error.status, headers);

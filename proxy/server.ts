@@ -71,7 +71,7 @@ export interface ProxyState extends GateState {
 
 /** The state a configuration serves with: its route table compiled and its upstream parsed. */
 export function proxyState(config: ProxyConfig): ProxyState {
-  return { ...gateState(config), upstream: upstreamOf(config.upstream) };
+  return { upstream: upstreamOf(config.upstream), ...gateState(config) };
 }
 
 export interface ProxyServerOptions {
@@ -211,21 +211,21 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
       body: input.body,
       requestId: input.requestId,
     });
-    const summary: ForwardSummary = { ...executionOutcome(result), durationMs: result.durationMs };
+    const summary: ForwardSummary = { durationMs: result.durationMs, ...executionOutcome(result) };
     if (result.outcome === 'answered') return summary;
     const context = { request_id: input.requestId, route: input.route, upstream: summary.upstream, code: summary.code };
     if (result.outcome === 'cut_short' && result.by === 'upstream') {
       metrics.upstreamErrors.inc({ route: input.route });
-      logger.warn({ ...context, err: result.error }, 'upstream answer interrupted');
+      logger.warn({ err: result.error, ...context }, 'upstream answer interrupted');
     } else if (result.outcome === 'cut_short') {
       logger.info(context, 'client went away before the upstream answer reached it');
     } else if (result.outcome === 'failed') {
       // A client leaving or the proxy stopping is not the upstream's failure.
       if (result.failure.code === 'CLIENT_GONE' || result.failure.code === 'PROXY_STOPPED') {
-        logger.info({ ...context, err: result.error }, 'forwarding ended before the upstream answered');
+        logger.info({ err: result.error, ...context }, 'forwarding ended before the upstream answered');
       } else {
         metrics.upstreamErrors.inc({ route: input.route });
-        logger.warn({ ...context, err: result.error }, 'upstream unavailable');
+        logger.warn({ err: result.error, ...context }, 'upstream unavailable');
       }
       if (!result.clientGone) sendError(res, input.requestId, unavailableError(result.failure));
     }

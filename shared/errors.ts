@@ -87,7 +87,7 @@ export class CountersignError extends Error {
     const retryAfter = options.retryAfterSeconds ?? RETRY_AFTER_SECONDS[code];
     this.headers =
       retryAfter !== undefined && options.headers?.['retry-after'] === undefined
-        ? { ...options.headers, 'retry-after': String(Math.max(1, Math.ceil(retryAfter))) }
+        ? { 'retry-after': String(Math.max(1, Math.ceil(retryAfter))), ...options.headers }
         : (options.headers ?? {});
   }
 }

@@ -191,7 +191,7 @@ export class LabeledHistogram<L extends string> extends LabeledSeries<L, Histogr
 
   async get(): Promise<SeriesSnapshot> {
     const exposition = await this.getForPromString();
-    const values = exposition.values.map(({ labels, sharedLabels, value, metricName }) => ({ value, labels: { ...labels, ...sharedLabels }, metricName }));
-    return { ...exposition, values };
+    const values = exposition.values.map(({ labels, sharedLabels, value, metricName }) => ({ value, labels: Object.assign({}, labels, sharedLabels), metricName }));
+    return { name: exposition.name, help: exposition.help, type: exposition.type, aggregator: exposition.aggregator, values };
   }
 }

@@ -127,5 +127,5 @@ export function denyForRefusedApprovals(decided: PolicyDecision, statuses: reado
   const refusals = [...new Set(statuses.flatMap((status) => (status.reason === null ? [] : [status.reason])))];
   if (refusals.length === 0 || (decided.decision !== 'hold' && decided.decision !== 'escalate')) return decided;
   const remediation = refusals.every((reason) => reason === 'APPROVAL_PENDING') ? [WAIT] : [ASK_AGAIN];
-  return { ...decided, decision: 'deny', reasonCodes: [...refusals, ...decided.reasonCodes], remediation, hold: null, escalation: null };
+  return Object.assign({}, decided, { decision: 'deny' as const, reasonCodes: [...refusals, ...decided.reasonCodes], remediation, hold: null, escalation: null });
 }

@@ -144,7 +144,7 @@ async function evaluateOnce(
   const presented = request.context.approvals ?? [];
   const approvals = presented.length > 0 ? await checkApprovals(deps.db, deps.clock, approvalContext, presented) : { accepted: [], statuses: [] };
   const decided = policy
-    ? decideAsEvaluate(policy.compiled, request, { ...approvals, now, explain: request.explain === true })
+    ? decideAsEvaluate(policy.compiled, request, { accepted: approvals.accepted, statuses: approvals.statuses, now, explain: request.explain === true })
     : denyForRefusedApprovals(noPolicyDecision(), approvals.statuses);
 
   // The class may bind extra context keys; the binding then covers them too.
@@ -235,7 +235,7 @@ async function evaluateOnce(
   if (escalationStatus) deps.metrics.escalations.inc({ status: escalationStatus });
   if (request.explain === true && decided.explanation) {
     // The trace is for this caller only; the stored response (for repeats) does not carry it.
-    return { ...response, decisionObject: { ...response.decisionObject, explanation: decided.explanation } };
+    return Object.assign({}, response, { decisionObject: Object.assign({}, response.decisionObject, { explanation: decided.explanation }) });
   }
   return response;
 }
@@ -280,10 +280,14 @@ interface EvaluationFacts {
 
 /** evaluation.decided, and permit.issued when a permit was signed. */
 function auditEventsFor({ principal, request, requestId, evaluationId, decided, mode, binding, boundKeys, approvals, permit, via, now }: EvaluationFacts): NewAuditEvent[] {
-  const common = { orgId: principal.org.id, requestId, credential: principal.credential, occurredAt: now };
+  const orgId = principal.org.id;
+  const credential = principal.credential;
   const events: NewAuditEvent[] = [
     {
-      ...common,
+      orgId,
+      requestId,
+      credential,
+      occurredAt: now,
       type: 'evaluation.decided',
       actorId: request.actor_id,
       decision: decided.decision,
@@ -309,7 +313,10 @@ function auditEventsFor({ principal, request, requestId, evaluationId, decided, 
   ];
   if (permit) {
     events.push({
-      ...common,
+      orgId,
+      requestId,
+      credential,
+      occurredAt: now,
       type: 'permit.issued',
       actorId: request.actor_id,
       decision: 'allow',

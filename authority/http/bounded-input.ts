@@ -31,7 +31,7 @@ export function inputProblem(value: unknown, path: string, maxDepth: number, dep
   }
   for (const [key, inner] of Object.entries(value as Record<string, unknown>)) {
     const keyProblem = textProblem(key, `${path}.${key}`);
-    if (keyProblem) return { ...keyProblem, message: `a key: ${keyProblem.message}` };
+    if (keyProblem) return Object.assign({}, keyProblem, { message: `a key: ${keyProblem.message}` });
     const problem = inputProblem(inner, `${path}.${key}`, maxDepth, depth + 1);
     if (problem) return problem;
   }

@@ -29,7 +29,7 @@ export function installDrainAnswer(app: FastifyInstance): void {
     const error = new CountersignError('service_unavailable', 'the authority is shutting down; retry, another replica will answer', { retryAfterSeconds: 1 });
     return reply
       .code(error.status)
-      .headers({ ...error.headers, 'x-request-id': request.id, connection: 'close' })
+      .headers({ 'x-request-id': request.id, connection: 'close', ...error.headers })
       .type('application/json; charset=utf-8')
       .send(errorEnvelope(error, request.id));
   });

@@ -35,5 +35,5 @@ export function installTracing(app: FastifyInstance, traced: Tracing): void {
  */
 export function inRequestSpan<T>(request: FastifyRequest, name: string, fn: () => Promise<T>, options?: () => Omit<SpanOptions<T>, 'request' | 'root'>): Promise<T> {
   const traced = tracing;
-  return traced === null ? fn() : traced.inSpan(name, fn, { ...options?.(), request: request.raw });
+  return traced === null ? fn() : traced.inSpan(name, fn, { request: request.raw, ...options?.() });
 }

@@ -54,7 +54,7 @@ export class AddressLimiter {
   /** The refusal `ip` would get now, without taking a token: null while it has one left. */
   refusal(ip: string): RateDecision | null {
     const step = takeFromBucket(this.#buckets.get(addressKey(ip)), this.#spec, this.clock.now());
-    return step.allowed ? null : { ...bucketResult(step, this.#spec), limit: this.#perMinute };
+    return step.allowed ? null : { limit: this.#perMinute, ...bucketResult(step, this.#spec) };
   }
 
   /** Takes a token from `ip`'s bucket: one failed request. */
@@ -62,6 +62,6 @@ export class AddressLimiter {
     const key = addressKey(ip);
     const step = takeFromBucket(this.#buckets.get(key), this.#spec, this.clock.now());
     this.#buckets.set(key, step.state);
-    return { ...bucketResult(step, this.#spec), limit: this.#perMinute };
+    return { limit: this.#perMinute, ...bucketResult(step, this.#spec) };
   }
 }

@@ -48,6 +48,6 @@ export class RateLimiter {
       { capacity: spec.burst, refillPerMinute: spec.per_minute },
       this.clock.now(),
     );
-    return { ...result, limit: spec.per_minute };
+    return { limit: spec.per_minute, ...result };
   }
 }

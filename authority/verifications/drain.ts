@@ -175,43 +175,34 @@ function auditEventOf(orgId: string, { stored, record, issues }: Parsed, now: Da
   if (!record) return invalidEvent(orgId, stored, issues, now);
   const text = (value: string) => (value === '' ? null : clean(value));
   const source = { gate: clean(record.gate), mode: record.mode, record_id: stored.id };
-  const base = {
+  // Spreads come after the literal members: see test/unit/leading-spread.test.ts.
+  const event = (decision: NewAuditEvent['decision'], details: NewAuditEvent['details']): NewAuditEvent => ({
     orgId,
     type: record.kind,
     actorId: text(record.actor_id),
+    decision,
     resourceType: 'permit',
     resourceId: text(record.permit_id),
     requestId: text(record.request_id),
     credential: `gate:${clean(record.gate)}`,
     occurredAt: new Date(record.at),
-  } as const;
+    details,
+  });
   switch (record.kind) {
     case 'permit.verified':
-      return {
-        ...base,
-        decision: 'allow',
-        details: { ...source, verify_error_code: null, reason: 'verified', consumed: true, action_type: text(record.action_type) },
-      };
+      return event('allow', { verify_error_code: null, reason: 'verified', consumed: true, action_type: text(record.action_type), ...source });
     case 'permit.rejected':
-      return {
-        ...base,
-        decision: 'deny',
-        details: { ...source, verify_error_code: text(record.code), reason: text(record.reason), consumed: false, action_type: text(record.action_type) },
-      };
+      return event('deny', { verify_error_code: text(record.code), reason: text(record.reason), consumed: false, action_type: text(record.action_type), ...source });
     case 'execution.observed':
-      return {
-        ...base,
-        decision: null,
-        details: {
-          ...source,
-          upstream: upstreamOutcomeOf(record),
-          upstream_status: numberOrText(record.upstream_status),
-          code: text(record.code),
-          reason: text(record.reason),
-          duration_ms: numberOrText(record.duration_ms),
-          action_type: text(record.action_type),
-        } satisfies ExecutionObservedDetails,
-      };
+      return event(null, {
+        upstream: upstreamOutcomeOf(record),
+        upstream_status: numberOrText(record.upstream_status),
+        code: text(record.code),
+        reason: text(record.reason),
+        duration_ms: numberOrText(record.duration_ms),
+        action_type: text(record.action_type),
+        ...source,
+      } satisfies ExecutionObservedDetails);
   }
 }
 

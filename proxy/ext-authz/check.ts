@@ -130,12 +130,12 @@ export function createExtAuthzCheck(options: ExtAuthzCheckOptions): ExtAuthzChec
 
     const context = { request_id: requestId, route: route.name, front_door: `ext_authz_${transport}` };
     if (decision.action === 'block') {
-      logger.info({ ...context, code: decision.code, reason: decision.reason, detail: decision.detail }, 'request blocked');
+      logger.info({ code: decision.code, reason: decision.reason, detail: decision.detail, ...context }, 'request blocked');
       observe(transport, route.name, 'blocked', started);
       return { allow: false, error: new CountersignError(decision.code, decision.detail, { reason: decision.reason }) };
     }
     if (decision.wouldBlock !== null) {
-      logger.info({ ...context, code: decision.wouldBlock.code, reason: decision.wouldBlock.reason }, 'shadow: would have blocked');
+      logger.info({ code: decision.wouldBlock.code, reason: decision.wouldBlock.reason, ...context }, 'shadow: would have blocked');
     }
     const permitted = decision.wouldBlock === null && decision.permitId !== null;
     const set: Record<string, string> = { 'x-countersign-mode': decision.mode };

@@ -23,6 +23,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { Server, ServerCredentials, type sendUnaryData, type ServerUnaryCall } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { CountersignError, errorEnvelope } from '../../shared/errors.js';
+import { withErrorHeaders } from '../http-messages.js';
 import { envoyBodySent, requestIdFrom, wholeBody, type ExtAuthzCheck, type ExtAuthzRequest, type ExtAuthzVerdict } from './check.js';
 import { authorizationService, GRPC_CODE, type CheckRequest, type CheckResponse, type HeaderValueOption, type HttpRequestAttributes } from './protos.js';
 
@@ -146,12 +147,11 @@ function checkResponse(verdict: ExtAuthzVerdict, requestId: string): CheckRespon
     };
   }
   const { error } = verdict;
-  const headers = {
-    ...error.headers,
+  const headers: Record<string, string> = withErrorHeaders(error, {
     'content-type': 'application/json; charset=utf-8',
     'cache-control': 'no-store',
     'x-request-id': requestId,
-  };
+  });
   return {
     status: { code: grpcCode(error.status), message: error.message },
     denied_response: {

@@ -129,10 +129,10 @@ function respond(res: ServerResponse, requestId: string, verdict: ExtAuthzVerdic
   // A body left unread (the route binds no body facts) is small, Envoy having buffered it:
   // node:http discards it after the answer and keeps the connection.
   res.writeHead(200, {
-    ...verdict.set,
     [HEADERS_TO_REMOVE]: verdict.remove.join(', '),
     'content-length': 0,
     'cache-control': 'no-store',
+    ...verdict.set,
   });
   res.end();
 }

@@ -370,7 +370,7 @@ export class RedisStore implements SharedStore {
     const known = this.#clock;
     if (known && Date.now() - known.measuredAtMs < CLOCK_OFFSET_MAX_AGE_MS) return known;
     const measured = await measureClockOffset(this.#connection.client);
-    this.#clock = { ...measured, measuredAtMs: Date.now() };
+    this.#clock = { measuredAtMs: Date.now(), ...measured };
     return measured;
   }
 }
