@@ -61,12 +61,14 @@ function authzenPath(wirePath: string): string {
  */
 export function toEvaluateRequest(evaluation: AuthzenEvaluation, where = ''): EvaluateWireRequest {
   const { subject, action, resource } = evaluation;
+  // The AuthZEN schema refuses these four keys in the caller's context (RESERVED_CONTEXT_KEYS), so
+  // the order does not decide between them; the spread goes last (test/unit/leading-spread.test.ts).
   const context = {
-    ...(evaluation.context ?? {}),
     subject,
     action,
     resource,
     target: { type: resource.type, id: resource.id },
+    ...evaluation.context,
   };
   const parsed = EvaluateWireRequest.safeParse({ action_type: action.name, actor_id: subject.id, context });
   if (parsed.success) return parsed.data;

@@ -20,6 +20,7 @@ import { REPO_ROOT as root } from '../helpers/repo.js';
 /** Directories whose every module runs per request, and single modules that do. */
 const PER_REQUEST = [
   'authority/auth',
+  'authority/authzen',
   'authority/evaluate',
   'authority/http',
   'authority/ratelimit',
