@@ -34,9 +34,17 @@ export interface VerifyRouteDeps {
   keyResolver: PublishedKeyResolver;
 }
 
-/** The facts a caller gives, in the names the binding uses. */
+/**
+ * The facts a caller gives, in the names the binding uses: the context's keys, and `action_type`
+ * and `actor_id` from their own fields over them when given. Built without a leading spread
+ * (test/unit/leading-spread.test.ts) on an object without a prototype, so that copying a context
+ * key named `__proto__` makes a plain key like any other.
+ */
 function factsFrom(body: VerifyPermitRequest): Record<string, unknown> {
-  return { ...(body.context ?? {}), ...(body.action_type ? { action_type: body.action_type } : {}), ...(body.actor_id ? { actor_id: body.actor_id } : {}) };
+  const facts: Record<string, unknown> = Object.assign(Object.create(null) as Record<string, unknown>, body.context);
+  if (body.action_type) facts['action_type'] = body.action_type;
+  if (body.actor_id) facts['actor_id'] = body.actor_id;
+  return facts;
 }
 
 /**

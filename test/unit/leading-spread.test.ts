@@ -26,6 +26,7 @@ const PER_REQUEST = [
   'authority/ratelimit',
   'authority/verifications',
   'authority/audit/chain.ts',
+  'authority/permits/verify-route.ts',
   'authority/permits/sign.ts',
   'authority/store/group-commit.ts',
   'proxy/ext-authz/check.ts',
