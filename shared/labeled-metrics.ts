@@ -96,6 +96,7 @@ abstract class LabeledSeries<L extends string, C extends { labels: Labels<L> }> 
   readonly help: string;
   readonly labelNames: readonly L[];
   readonly aggregator = 'sum' as const;
+  abstract readonly type: SeriesSnapshot['type'];
   protected readonly cells: Cells<L, C>;
 
   constructor(options: LabeledMetricOptions<L>, createCell: (labels: Labels<L>) => C) {
@@ -110,6 +111,11 @@ abstract class LabeledSeries<L extends string, C extends { labels: Labels<L> }> 
 
   reset(): void {
     this.cells.clear();
+  }
+
+  /** What the registry reads: the series' name, help, type and aggregator, with `values`. */
+  protected snapshot<V>(values: V[]): Omit<SeriesSnapshot, 'values'> & { values: V[] } {
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
   }
 }
 
@@ -126,8 +132,7 @@ export class LabeledCounter<L extends string> extends LabeledSeries<L, { labels:
   }
 
   async get(): Promise<SeriesSnapshot> {
-    const values = this.cells.all.map(({ labels, value }) => ({ value, labels: { ...labels } }));
-    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
+    return this.snapshot(this.cells.all.map(({ labels, value }) => ({ value, labels: { ...labels } })));
   }
 }
 
@@ -186,12 +191,11 @@ export class LabeledHistogram<L extends string> extends LabeledSeries<L, Histogr
         { labels: {}, sharedLabels: labels, value: count, metricName: `${this.name}_count` },
       );
     }
-    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
+    return this.snapshot(values);
   }
 
   async get(): Promise<SeriesSnapshot> {
-    const exposition = await this.getForPromString();
-    const values = exposition.values.map(({ labels, sharedLabels, value, metricName }) => ({ value, labels: Object.assign({}, labels, sharedLabels), metricName }));
-    return { name: exposition.name, help: exposition.help, type: exposition.type, aggregator: exposition.aggregator, values };
+    const { values } = await this.getForPromString();
+    return this.snapshot(values.map(({ labels, sharedLabels, value, metricName }) => ({ value, labels: Object.assign({}, labels, sharedLabels), metricName })));
   }
 }
