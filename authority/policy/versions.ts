@@ -84,6 +84,12 @@ export function compileOrThrow(source: string, format: PolicyFormat, purpose: 'w
 
 export class PolicyVersions {
   private readonly compiled = new LRUCache<string, CurrentPolicy>({ max: 1_000 });
+  /**
+   * Loads under way, by cache key: the evaluations that arrive together after a start or a policy
+   * change wait for one load and one compilation instead of each compiling the same version on
+   * the event loop.
+   */
+  private readonly loading = new Map<string, Promise<CurrentPolicy | null>>();
 
   constructor(
     private readonly db: Db,
@@ -96,7 +102,16 @@ export class PolicyVersions {
     const cacheKey = `${org.id}:${org.policyVersion}`;
     const cached = this.compiled.get(cacheKey);
     if (cached) return cached;
-    const version = await this.get(org.id, org.policyVersion);
+    let load = this.loading.get(cacheKey);
+    if (load === undefined) {
+      load = this.load(org.id, org.policyVersion, cacheKey).finally(() => this.loading.delete(cacheKey));
+      this.loading.set(cacheKey, load);
+    }
+    return load;
+  }
+
+  private async load(orgId: string, policyVersion: number, cacheKey: string): Promise<CurrentPolicy | null> {
+    const version = await this.get(orgId, policyVersion);
     if (!version) return null;
     const current = { id: version.id, version: version.version, compiled: compileOrThrow(version.source, version.format, 'stored') };
     this.compiled.set(cacheKey, current);
