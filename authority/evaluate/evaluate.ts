@@ -14,7 +14,7 @@
  *   response.decision; // 'allow'
  *   await evaluateAction(deps, principal, request, httpRequestId, { permit: 'never', via: 'authzen' });
  */
-import { createHash, randomUUID } from 'node:crypto';
+import { hash, randomUUID } from 'node:crypto';
 import { canonicalJson } from '../../shared/canonical-json.js';
 import { CountersignError } from '../../shared/errors.js';
 import { BindingFactError, bindingHash, boundFacts, type BindingInput } from '../../shared/permits/binding.js';
@@ -105,7 +105,7 @@ function noPolicyDecision(): PolicyDecision {
 export function requestFingerprint(request: EvaluateWireRequest, options: EvaluateOptions): string {
   const { action_type, actor_id, context, shadow } = request;
   const withheld = options.permit === 'never' ? { permit: 'never' } : {};
-  return createHash('sha256').update(canonicalJson({ action_type, actor_id, context, shadow: shadow === true, ...withheld })).digest('hex');
+  return hash('sha256', canonicalJson({ action_type, actor_id, context, shadow: shadow === true, ...withheld }), 'hex');
 }
 
 export async function evaluateAction(
@@ -172,6 +172,7 @@ async function evaluateOnce(
       requestId,
       facts: bound.facts,
       keys: bound.keys,
+      bindingHash: binding,
       policyVersion: policy?.version ?? 0,
       approvals: approvals.accepted.map((approval) => approval.id),
       // Issued after the epoch began, even when this clock is behind the store's (replay-epochs.ts).

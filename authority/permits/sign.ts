@@ -40,6 +40,11 @@ export interface BuildPermitClaimsInput {
   facts: Record<string, unknown>;
   /** The names of the bound facts (`boundFacts(...).keys`); they become `bkeys`. */
   keys: readonly string[];
+  /**
+   * `bindingHash(org, facts)` when the caller has computed it already (evaluate has, for the
+   * evaluation's record); computed here otherwise. It must be the hash of exactly these facts.
+   */
+  bindingHash?: string;
   policyVersion: number;
   /** Ids of the approvals this permit consumed. */
   approvals?: readonly string[];
@@ -61,7 +66,7 @@ export function buildPermitClaims(input: BuildPermitClaimsInput): PermitClaims {
     if (value === undefined) throw new BindingFactError(name, 'is listed as bound but has no value');
     bound[name] = value;
   }
-  const bnd = bindingHash(input.org, bound);
+  const bnd = input.bindingHash ?? bindingHash(input.org, bound);
 
   // Milliseconds in iat (for the replay store's epoch fence); nbf and exp stay whole seconds.
   const iat = Math.floor(input.nowMs) / 1000;

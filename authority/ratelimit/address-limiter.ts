@@ -14,6 +14,7 @@
  *   addresses.refusal(request.ip); // null while the address has a token left (nothing is taken)
  *   addresses.take(request.ip); // after a failed authentication
  */
+import { isIPv4 } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { LRUCache } from 'lru-cache';
 import { bucketResult, takeFromBucket, type TokenBucketState } from '../../shared/store/token-bucket.js';
@@ -27,6 +28,9 @@ const DEFAULT_MAX_ADDRESSES = 50_000;
 
 /** The bucket key of a client address: IPv4 as is, IPv6 by its /64, anything else verbatim. */
 export function addressKey(ip: string): string {
+  // A dotted quad (what a socket gives for an IPv4 client) is its own key: ipaddr.js would parse
+  // it and write the same text back, on every request.
+  if (isIPv4(ip)) return ip;
   if (!ipaddr.isValid(ip)) return `raw:${ip}`;
   const parsed = ipaddr.process(ip);
   if (parsed.kind() === 'ipv4') return parsed.toString();
@@ -53,6 +57,8 @@ export class AddressLimiter {
 
   /** The refusal `ip` would get now, without taking a token: null while it has one left. */
   refusal(ip: string): RateDecision | null {
+    // No address has failed lately: every bucket is full (burst >= 1), so nobody is refused.
+    if (this.#buckets.size === 0) return null;
     const step = takeFromBucket(this.#buckets.get(addressKey(ip)), this.#spec, this.clock.now());
     return step.allowed ? null : { limit: this.#perMinute, ...bucketResult(step, this.#spec) };
   }

@@ -128,6 +128,8 @@ for (const backend of appBackends()) {
       t.equal(offline.valid, true, 'the permit verifies against the published JWKS');
 
       const fresh = await evaluate(authority, demo('demo-agent', 'order-9'));
+      const freshClaims = JSON.parse(Buffer.from(fresh.permit_token!.split('.')[1]!, 'base64url').toString('utf8')) as { bnd: string };
+      t.equal(freshClaims.bnd, fresh.decisionObject.binding_hash, "the permit's binding is the evaluation's binding_hash");
       const mismatch = await verify(authority, { permit_token: fresh.permit_token, ...demo('demo-agent', 'order-10') });
       t.match(mismatch, { valid: false, verify_error_code: 'BINDING_MISMATCH', consumed: false });
       const ok = await verify(authority, { permit_token: fresh.permit_token, ...demo('demo-agent', 'order-9') });

@@ -136,6 +136,10 @@ for (const backend of appBackends()) {
 t.test('address keys: IPv4, IPv4-mapped IPv6 as IPv4, IPv6 by /64', async (t) => {
   t.equal(addressKey('203.0.113.9'), '203.0.113.9');
   t.equal(addressKey('::ffff:203.0.113.9'), '203.0.113.9');
+  // Other spellings of an IPv4 address (an X-Forwarded-For a proxy passed on) share its bucket.
+  t.equal(addressKey('127.1'), '127.0.0.1');
+  t.equal(addressKey('0x7f.0.0.1'), '127.0.0.1');
+  t.equal(addressKey('010.0.0.1'), '8.0.0.1', 'a leading zero is octal, as inet_aton reads it');
   t.equal(addressKey('2001:db8:1:2::a'), addressKey('2001:0db8:0001:0002:ffff::1'));
   t.not(addressKey('2001:db8:1:2::a'), addressKey('2001:db8:1:3::a'));
   t.equal(addressKey('not an address'), 'raw:not an address');
