@@ -12,7 +12,8 @@
  *          there with this checkout's node_modules. The yardsticks are measured the same way,
  *          without tracing or Node flags: `naive-gate` (enforced path only), the proxy bench's
  *          naive gate (bench-servers.mjs: jose, SET NX, http-proxy), the yardstick of the enforce
- *          targets; `nginx` and `undici-dispatch` (pass-through only), nginx as the proxy bench
+ *          targets; `composed-floor` (enforced path only), the floor's three parts in one server
+ *          and nothing else (bench-servers.mjs); `nginx` and `undici-dispatch` (pass-through only), nginx as the proxy bench
  *          runs it, the yardstick of the pass-through targets, and the bare forwarder on the
  *          proxy's engine (bench-servers.mjs)
  *   @NODE_OPTIONS  the proxy's Node flags for that entry (default: the container's, PROXY_NODE_OPTIONS)
@@ -83,7 +84,7 @@ const ORG = 'default';
 const KID = 'compare-1';
 
 /** The BUILDs that name a yardstick rather than a build of the proxy, and the path each serves. */
-const YARDSTICKS = { 'naive-gate': 'enforce', nginx: 'pass', 'undici-dispatch': 'pass' };
+const YARDSTICKS = { 'naive-gate': 'enforce', 'composed-floor': 'enforce', nginx: 'pass', 'undici-dispatch': 'pass' };
 const isYardstick = (entry) => Object.hasOwn(YARDSTICKS, entry.build);
 
 const entries = process.argv.slice(2).map(parseEntry);
@@ -94,7 +95,7 @@ const wantsNginx = entries.some((entry) => entry.build === 'nginx');
 const nginxBinary = wantsNginx ? findNginx() : undefined;
 if (entries.length < 2 || !MODES || !['enforce', 'pass'].includes(PATH) || TRACED === null || yardstickMisused || (wantsNginx && nginxBinary === undefined)) {
   log('usage: node test/bench/proxy-compare.mjs LABEL=BUILD[@NODE_OPTIONS] LABEL=BUILD[@NODE_OPTIONS] ...  (BENCH_MODE closed|open|both, BENCH_PATH enforce|pass, BENCH_TRACING=LABEL,…;');
-  log('  BUILD naive-gate (BENCH_PATH enforce), nginx and undici-dispatch (BENCH_PATH pass): yardsticks, without @NODE_OPTIONS or tracing;');
+  log('  BUILD naive-gate and composed-floor (BENCH_PATH enforce), nginx and undici-dispatch (BENCH_PATH pass): yardsticks, without @NODE_OPTIONS or tracing;');
   log(`  nginx needs nginx on PATH or in /usr/sbin${wantsNginx && nginxBinary === undefined ? ', and none was found' : ''})`);
   process.exit(2);
 }
@@ -144,6 +145,11 @@ async function startGate(entry, mode, context) {
     return startBenchServer('naive', {
       upstream: context.upstream.url, authority: context.authorityUrl, apiKey: 'unused', redisUrl: context.redisUrl,
       issuer: 'countersign', audience: 'countersign:gate', permitHeader: PERMIT_HEADER,
+    }, { cpuProfileDir });
+  }
+  if (entry.build === 'composed-floor') {
+    return startBenchServer('composed-floor', {
+      upstream: context.upstream.url, authority: context.authorityUrl, apiKey: 'unused', redisUrl: context.redisUrl, permitHeader: PERMIT_HEADER,
     }, { cpuProfileDir });
   }
   if (entry.build === 'undici-dispatch') return startBenchServer('undici-dispatch', { upstream: context.upstream.url }, { cpuProfileDir });
