@@ -502,7 +502,7 @@ if (url === undefined) {
       t.match(outcomes[0], { reason: /WRONGTYPE/ });
     });
 
-    t.test("a consume's record arrives exactly as given; a lone surrogate as U+FFFD, as in an appended record", async (t) => {
+    t.test("a consume's and a batch's records arrive exactly as given; a lone surrogate as U+FFFD, as in an appended record", async (t) => {
       const store = new RedisStore({ url, keyPrefix: uniquePrefix() });
       t.teardown(() => store.close());
       const fields = {
@@ -516,11 +516,15 @@ if (url === undefined) {
       };
       t.equal(await store.consumePermit('permit:{o}:chars', LONG_TTL_MS, { stream: 'chars', fields }), 'consumed');
       await store.appendRecord('chars', fields);
-      const [consumed, appended] = await store.readRecords('chars', '0', 10);
+      const batch = await store.appendRecords('chars', [fields, { n: '1' }]);
+      t.same(batch.map((outcome) => outcome.status), ['fulfilled', 'fulfilled']);
+      const [consumed, appended, batched, next] = await store.readRecords('chars', '0', 10);
       const expected = { ...fields, lone: 'x\ufffdy', ['name \ufffd']: 'v' };
       delete (expected as Record<string, string>)['name \udc00'];
       t.same(consumed?.fields, expected, 'the consume script wrote every field');
       t.same(appended?.fields, consumed?.fields, 'the same as XADD from the client writes');
+      t.same(batched?.fields, consumed?.fields, 'and the same from a batch');
+      t.same(next?.fields, { n: '1' });
     });
 
     t.test('a store used right after construction waits for its connection', async (t) => {
