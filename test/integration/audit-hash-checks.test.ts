@@ -28,6 +28,12 @@ for (const backend of dbBackends()) {
     t.teardown(cleanup);
     const org = (await createOrganization(db, { name: `checks-${Math.random().toString(36).slice(2, 8)}` }, new ManualClock())).id;
     await db.query('INSERT INTO audit_chain_heads (org_id, sequence, head_hash) VALUES ($1, 0, $2)', [org, GENESIS_HASH]);
+    const insertEvent = (hash: string, previousHash: string) =>
+      db.query(
+        `INSERT INTO audit_events (id, org_id, sequence, type, payload, hash, previous_hash, occurred_at, created_at)
+         VALUES (gen_random_uuid(), $1, 1, 'test', '{}', $2, $3, now(), now())`,
+        [org, hash, previousHash],
+      );
 
     for (const [what, value] of Object.entries(REFUSED)) {
       await t.rejects(
@@ -35,24 +41,8 @@ for (const backend of dbBackends()) {
         /audit_chain_heads_head_hash_check/,
         `head_hash: ${what}`,
       );
-      await t.rejects(
-        db.query(
-          `INSERT INTO audit_events (id, org_id, sequence, type, payload, hash, previous_hash, occurred_at, created_at)
-           VALUES (gen_random_uuid(), $1, 1, 'test', '{}', $2, $3, now(), now())`,
-          [org, value, HEX],
-        ),
-        /audit_events_hash_check/,
-        `hash: ${what}`,
-      );
-      await t.rejects(
-        db.query(
-          `INSERT INTO audit_events (id, org_id, sequence, type, payload, hash, previous_hash, occurred_at, created_at)
-           VALUES (gen_random_uuid(), $1, 1, 'test', '{}', $2, $3, now(), now())`,
-          [org, HEX, value],
-        ),
-        /audit_events_previous_hash_check/,
-        `previous_hash: ${what}`,
-      );
+      await t.rejects(insertEvent(value, HEX), /audit_events_hash_check/, `hash: ${what}`);
+      await t.rejects(insertEvent(HEX, value), /audit_events_previous_hash_check/, `previous_hash: ${what}`);
     }
     await db.query('UPDATE audit_chain_heads SET head_hash = $2 WHERE org_id = $1', [org, HEX]);
     t.same(await db.query('SELECT head_hash FROM audit_chain_heads WHERE org_id = $1', [org]), [{ head_hash: HEX }], '64 lower-case hex digits pass');
