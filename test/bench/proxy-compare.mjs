@@ -13,9 +13,9 @@
  *          without tracing or Node flags: `naive-gate` (enforced path only), the proxy bench's
  *          naive gate (bench-servers.mjs: jose, SET NX, http-proxy), the yardstick of the enforce
  *          targets; `composed-floor` (enforced path only), the floor's three parts in one server
- *          and nothing else (bench-servers.mjs); `nginx` and `undici-dispatch` (pass-through only), nginx as the proxy bench
- *          runs it, the yardstick of the pass-through targets, and the bare forwarder on the
- *          proxy's engine (bench-servers.mjs)
+ *          and nothing else (bench-servers.mjs); `nginx` and `undici-dispatch` (pass-through
+ *          only), nginx as the proxy bench runs it, the yardstick of the pass-through targets, and
+ *          the bare forwarder on the proxy's engine (bench-servers.mjs)
  *   @NODE_OPTIONS  the proxy's Node flags for that entry (default: the container's, PROXY_NODE_OPTIONS)
  *
  * Environment: BENCH_ROUNDS (3), BENCH_SECONDS (4), BENCH_WARMUP_SECONDS (1), BENCH_PROCESS_WARMUP_SECONDS
