@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable, type Duplex } from 'node:stream';
-import { CountersignError, errorEnvelope, type ErrorCode } from '../shared/errors.js';
+import { CountersignError, errorEnvelope, withErrorHeaders, type ErrorCode } from '../shared/errors.js';
 
 export const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 /**
@@ -199,17 +199,6 @@ export function unmatchedError(): CountersignError {
 
 export function protectedPrefixError(pattern: string): CountersignError {
   return new CountersignError('forbidden', `This path is under the protected subtree ${pattern} and matches no route.`, { reason: 'PROTECTED_PREFIX' });
-}
-
-/**
- * `ours` with the error's own headers (the catalogue's Retry-After on a 503 or 429) added beside
- * them, never over them.
- */
-export function withErrorHeaders<Headers extends Record<string, string | number>>(error: CountersignError, ours: Headers): Headers {
-  for (const [name, value] of Object.entries(error.headers)) {
-    if (!Object.hasOwn(ours, name)) (ours as Record<string, string | number>)[name] = value;
-  }
-  return ours;
 }
 
 export function sendError(res: ServerResponse, requestId: string, error: CountersignError): void {

@@ -87,9 +87,23 @@ export class CountersignError extends Error {
     const retryAfter = options.retryAfterSeconds ?? RETRY_AFTER_SECONDS[code];
     this.headers =
       retryAfter !== undefined && options.headers?.['retry-after'] === undefined
-        ? { 'retry-after': String(Math.max(1, Math.ceil(retryAfter))), ...options.headers }
+        ? Object.assign({}, options.headers, { 'retry-after': String(Math.max(1, Math.ceil(retryAfter))) })
         : (options.headers ?? {});
   }
+}
+
+/**
+ * `ours` (the answer's own headers) with the error's headers (the catalogue's Retry-After on a 503
+ * or 429) added beside them, never over them. Mutates and returns `ours`.
+ *
+ * @example
+ *   res.writeHead(error.status, withErrorHeaders(error, { 'content-type': 'application/json', 'x-request-id': id }));
+ */
+export function withErrorHeaders<Headers extends Record<string, string | number>>(error: CountersignError, ours: Headers): Headers {
+  for (const [name, value] of Object.entries(error.headers)) {
+    if (!Object.hasOwn(ours, name)) (ours as Record<string, string | number>)[name] = value;
+  }
+  return ours;
 }
 
 export interface ErrorEnvelopeBody {

@@ -15,7 +15,7 @@
  *   installDrainAnswer(app);
  */
 import type { FastifyInstance } from 'fastify';
-import { CountersignError, errorEnvelope } from '../../shared/errors.js';
+import { CountersignError, errorEnvelope, withErrorHeaders } from '../../shared/errors.js';
 
 export function installDrainAnswer(app: FastifyInstance): void {
   let draining = false;
@@ -29,7 +29,7 @@ export function installDrainAnswer(app: FastifyInstance): void {
     const error = new CountersignError('service_unavailable', 'the authority is shutting down; retry, another replica will answer', { retryAfterSeconds: 1 });
     return reply
       .code(error.status)
-      .headers({ 'x-request-id': request.id, connection: 'close', ...error.headers })
+      .headers(withErrorHeaders(error, { 'x-request-id': request.id, connection: 'close' }))
       .type('application/json; charset=utf-8')
       .send(errorEnvelope(error, request.id));
   });

@@ -83,13 +83,17 @@ export function compileOrThrow(source: string, format: PolicyFormat, purpose: 'w
 }
 
 export class PolicyVersions {
-  private readonly compiled = new LRUCache<string, CurrentPolicy>({ max: 1_000 });
   /**
-   * Loads under way, by cache key: the evaluations that arrive together after a start or a policy
-   * change wait for one load and one compilation instead of each compiling the same version on
-   * the event loop.
+   * Compiled versions by `org:version`. `fetch` loads a missing one once: the evaluations that ask
+   * for it meanwhile (after a start or a policy change) wait for that load instead of each
+   * compiling the same version on the event loop. A PUT caching the version it stored does not
+   * abort a load under way (ignoreFetchAbort); a failed load is not kept.
    */
-  private readonly loading = new Map<string, Promise<CurrentPolicy | null>>();
+  private readonly compiled = new LRUCache<string, CurrentPolicy, { orgId: string; version: number }>({
+    max: 1_000,
+    ignoreFetchAbort: true,
+    fetchMethod: async (_key, _stale, { context }) => (await this.load(context.orgId, context.version)) ?? undefined,
+  });
 
   constructor(
     private readonly db: Db,
@@ -99,23 +103,14 @@ export class PolicyVersions {
   /** The organization's policy at its current version; null when it has none. */
   async current(org: Pick<Organization, 'id' | 'policyVersion'>): Promise<CurrentPolicy | null> {
     if (org.policyVersion === null) return null;
-    const cacheKey = `${org.id}:${org.policyVersion}`;
-    const cached = this.compiled.get(cacheKey);
-    if (cached) return cached;
-    let load = this.loading.get(cacheKey);
-    if (load === undefined) {
-      load = this.load(org.id, org.policyVersion, cacheKey).finally(() => this.loading.delete(cacheKey));
-      this.loading.set(cacheKey, load);
-    }
-    return load;
+    const context = { orgId: org.id, version: org.policyVersion };
+    return (await this.compiled.fetch(`${org.id}:${org.policyVersion}`, { context })) ?? null;
   }
 
-  private async load(orgId: string, policyVersion: number, cacheKey: string): Promise<CurrentPolicy | null> {
+  private async load(orgId: string, policyVersion: number): Promise<CurrentPolicy | null> {
     const version = await this.get(orgId, policyVersion);
     if (!version) return null;
-    const current = { id: version.id, version: version.version, compiled: compileOrThrow(version.source, version.format, 'stored') };
-    this.compiled.set(cacheKey, current);
-    return current;
+    return { id: version.id, version: version.version, compiled: compileOrThrow(version.source, version.format, 'stored') };
   }
 
   async get(orgId: string, version: number): Promise<PolicyVersion | null> {

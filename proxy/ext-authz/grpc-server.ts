@@ -22,8 +22,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { Server, ServerCredentials, type sendUnaryData, type ServerUnaryCall } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
-import { CountersignError, errorEnvelope } from '../../shared/errors.js';
-import { withErrorHeaders } from '../http-messages.js';
+import { CountersignError, errorEnvelope, withErrorHeaders } from '../../shared/errors.js';
 import { envoyBodySent, requestIdFrom, wholeBody, type ExtAuthzCheck, type ExtAuthzRequest, type ExtAuthzVerdict } from './check.js';
 import { authorizationService, GRPC_CODE, type CheckRequest, type CheckResponse, type HeaderValueOption, type HttpRequestAttributes } from './protos.js';
 

@@ -128,12 +128,14 @@ function respond(res: ServerResponse, requestId: string, verdict: ExtAuthzVerdic
   if (!verdict.allow) return sendError(res, requestId, verdict.error);
   // A body left unread (the route binds no body facts) is small, Envoy having buffered it:
   // node:http discards it after the answer and keeps the connection.
-  res.writeHead(200, {
-    [HEADERS_TO_REMOVE]: verdict.remove.join(', '),
-    'content-length': 0,
-    'cache-control': 'no-store',
-    ...verdict.set,
-  });
+  res.writeHead(
+    200,
+    Object.assign({}, verdict.set, {
+      [HEADERS_TO_REMOVE]: verdict.remove.join(', '),
+      'content-length': 0,
+      'cache-control': 'no-store',
+    }),
+  );
   res.end();
 }
 
