@@ -13,17 +13,18 @@
  *
  * Environment: BENCH_ROUNDS (3), BENCH_SECONDS (4), BENCH_WARMUP_SECONDS (1), BENCH_PROCESS_WARMUP_SECONDS
  * (10: a closed loop on each fresh authority before its measured runs), BENCH_CONCURRENCY
- * (32), BENCH_RATE (500), BENCH_CPU_PROFILE=DIR (a CPU profile of each build's authority, the last
+ * (32), BENCH_RATE (500), BENCH_ORGS (1: the closed loop's clients spread over this many
+ * organizations, as the evaluate bench's 16-organization row does; the open loop uses the first), BENCH_CPU_PROFILE=DIR (a CPU profile of each build's authority, the last
  * round's, in DIR/LABEL/authority.cpuprofile), BENCH_TRACING=LABEL[,LABEL] (those entries'
  * authorities run with OpenTelemetry tracing on, exporting with the SDK's defaults to an OTLP sink
  * that accepts and discards; see proxy-compare.mjs), and DATABASE_URL / REDIS_URL (else a
  * throwaway Postgres and redis-server, as `npm test` starts them).
  *
- * Each build gets a database of its own, migrated by its own authority on its first start, with one
- * organization (admin key, the example policy) created through that build's dist/ modules, so a
+ * Each build gets a database of its own, migrated by its own authority on its first start, with its
+ * organizations (admin key, the example policy) created through that build's dist/ modules, so a
  * build whose schema differs is set up as its code expects; the database is kept across rounds.
  * Every run starts that build's authority afresh (evaluate-bench.mjs's child), warms it up, then
- * measures the evaluate bench's 1-org scenarios: a closed loop of BENCH_CONCURRENCY clients
+ * measures the evaluate bench's scenarios: a closed loop of BENCH_CONCURRENCY clients
  * (throughput, and the authority's CPU per evaluation from its own accounting in /proc, with
  * Postgres's beside it when Postgres runs on this machine) and an open loop at BENCH_RATE (p99
  * from the scheduled send times). It prints every run, then per build the medians and the ratio to
@@ -53,6 +54,7 @@ import { localStorePids } from './proxy-setup.mjs';
 const log = (line) => process.stdout.write(`${line}\n`);
 const CONCURRENCY = setting('BENCH_CONCURRENCY', 32, { min: 1, max: 512, integer: true });
 const RATE = setting('BENCH_RATE', 500, { min: 1, max: 5_000, integer: true });
+const ORGS = setting('BENCH_ORGS', 1, { min: 1, max: 64, integer: true });
 
 const entries = process.argv.slice(2).map(parseEntry);
 /** The entries whose authority traces (BENCH_TRACING=LABEL,…). */
@@ -65,13 +67,12 @@ if (entries.length < 2 || new Set(entries.map((entry) => entry.label)).size !== 
 const stop = stopOnSignals(log);
 const builds = createBuilds({ log, onInterrupt: stop.interruptedBy });
 
-/** The build's organization, created through its own modules once its authority has migrated the database. */
-async function organizationOf(entry) {
+/** The build's organizations, created through its own modules once its authority has migrated the database. */
+async function organizationsOf(entry) {
   const product = await loadProduct(dirname(dirname(entry.cli)));
   const db = new product.PgDb({ connectionString: entry.database.url });
   try {
-    const [org] = await createEvaluateOrgs(product, db, 1);
-    return org;
+    return await createEvaluateOrgs(product, db, ORGS);
   } finally {
     await db.close().catch(() => undefined);
   }
@@ -91,19 +92,19 @@ async function measure(entry, round, redisUrl, postgresPids, sink) {
   const pool = evaluatePool(authority.url, CONCURRENCY);
   let measured;
   try {
-    entry.org ??= await organizationOf(entry);
+    entry.orgs ??= await organizationsOf(entry);
     const signal = AbortSignal.any([stop.signal, abortOnExit(authority)]);
     const run = { authority, warmupMs: WARMUP * 1000, windowMs: SECONDS * 1000, signal, postgresPids };
     const tag = `${entry.label}-${round}`;
     const closedLoopOf = (name, clientTag) => (window) =>
-      closedLoop(name, spread([entry.org], CONCURRENCY, (org, i) => evaluateSender(pool, org.key, `${tag}-${clientTag}${i}`)), { window, signal });
+      closedLoop(name, spread(entry.orgs, CONCURRENCY, (org, i) => evaluateSender(pool, org.key, `${tag}-${clientTag}${i}`)), { window, signal });
     // The process warm-up: the fresh authority compiles its hot code under this load, unmeasured.
     const warm = PROCESS_WARMUP > 0
       ? await measureScenario('process warm-up', closedLoopOf('process warm-up', 'w'), { ...run, warmupMs: 0, windowMs: PROCESS_WARMUP * 1000 })
       : null;
     const closed = await measureScenario('closed loop', closedLoopOf('closed loop', 'c'), run);
     const open = await measureScenario('open loop', (window) =>
-      openLoop('open loop', evaluateSender(pool, entry.org.key, `${tag}-o`), { rate: RATE, window, signal }), run);
+      openLoop('open loop', evaluateSender(pool, entry.orgs[0].key, `${tag}-o`), { rate: RATE, window, signal }), run);
     const runs = [warm, closed, open].filter((row) => row !== null);
     const kinds = runs.flatMap((row) => [...row.errorKinds]).map(([kind, { count, example }]) => `${count}× ${kind}, e.g. ${example}`);
     measured = { perSecond: closed.perSecond, cpuUs: closed.authorityUs, postgresUs: closed.postgresUs, p99: open.p99, errors: runs.reduce((sum, row) => sum + row.errors, 0), kinds };
@@ -164,7 +165,7 @@ async function main() {
     }
     const sink = TRACED.size > 0 ? await startBenchServer('otlp-sink', {}) : undefined;
     if (sink) log(`tracing on for ${[...TRACED].join(', ')}: OTLP/HTTP (protobuf) to the sink at ${sink.url}, the SDK's default batching; off for the others`);
-    log(`\n== evaluate, 1 org: closed loop of ${CONCURRENCY} clients, then open loop at ${RATE}/s; ${ROUNDS} rounds of ${WARMUP} s + ${SECONDS} s each, ` +
+    log(`\n== evaluate, ${ORGS} org${ORGS === 1 ? '' : 's'}: closed loop of ${CONCURRENCY} clients, then open loop at ${RATE}/s; ${ROUNDS} rounds of ${WARMUP} s + ${SECONDS} s each, ` +
       `each on a fresh authority after ${PROCESS_WARMUP} s of process warm-up ==`);
     const results = new Map(entries.map((entry) => [entry.label, []]));
     for (let round = 1; round <= ROUNDS; round += 1) {
