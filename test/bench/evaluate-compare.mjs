@@ -14,8 +14,9 @@
  * Environment: BENCH_ROUNDS (3), BENCH_SECONDS (4), BENCH_WARMUP_SECONDS (1), BENCH_PROCESS_WARMUP_SECONDS
  * (10: a closed loop on each fresh authority before its measured runs), BENCH_CONCURRENCY
  * (32), BENCH_RATE (500), BENCH_ORGS (1: the closed loop's clients spread over this many
- * organizations, as the evaluate bench's 16-organization row does; the open loop uses the first), BENCH_CPU_PROFILE=DIR (a CPU profile of each build's authority, the last
- * round's, in DIR/LABEL/authority.cpuprofile), BENCH_TRACING=LABEL[,LABEL] (those entries'
+ * organizations, as the evaluate bench's 16-organization row does; the open loop uses the first),
+ * BENCH_CPU_PROFILE=DIR (a CPU profile of each build's authority, the last round's, in
+ * DIR/LABEL/authority.cpuprofile), BENCH_TRACING=LABEL[,LABEL] (those entries'
  * authorities run with OpenTelemetry tracing on, exporting with the SDK's defaults to an OTLP sink
  * that accepts and discards; see proxy-compare.mjs), and DATABASE_URL / REDIS_URL (else a
  * throwaway Postgres and redis-server, as `npm test` starts them).
@@ -34,6 +35,7 @@
  *   npm run build
  *   node test/bench/evaluate-compare.mjs base=HEAD~1 new=.
  *   BENCH_ROUNDS=6 node test/bench/evaluate-compare.mjs semi16=.@--max-semi-space-size=16 default=.
+ *   BENCH_ORGS=16 node test/bench/evaluate-compare.mjs base=HEAD~1 new=.
  *   BENCH_TRACING=on node test/bench/evaluate-compare.mjs off=. on=.
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
