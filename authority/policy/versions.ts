@@ -104,7 +104,7 @@ export class PolicyVersions {
   async current(org: Pick<Organization, 'id' | 'policyVersion'>): Promise<CurrentPolicy | null> {
     if (org.policyVersion === null) return null;
     const context = { orgId: org.id, version: org.policyVersion };
-    return (await this.compiled.fetch(`${org.id}:${org.policyVersion}`, { context })) ?? null;
+    return (await this.compiled.fetch(compiledKey(org.id, org.policyVersion), { context })) ?? null;
   }
 
   private async load(orgId: string, policyVersion: number): Promise<CurrentPolicy | null> {
@@ -159,7 +159,7 @@ export class PolicyVersions {
       },
       now,
     );
-    this.compiled.set(`${input.orgId}:${version}`, { id: stored.id, version, compiled });
+    this.compiled.set(compiledKey(input.orgId, version), { id: stored.id, version, compiled });
     return stored;
   }
 }
@@ -174,4 +174,9 @@ export function policyToWire(version: PolicyVersion): z.infer<typeof PolicyRecor
     created_by: version.createdBy,
     created_at: version.createdAt.toISOString(),
   };
+}
+
+/** The key of a compiled version in PolicyVersions's cache: the load and the PUT must agree on it. */
+function compiledKey(orgId: string, version: number): string {
+  return `${orgId}:${version}`;
 }
