@@ -68,10 +68,14 @@ export class GroupCommit<Item, Outcome> {
     while (this.inFlight < this.maxInFlight && this.queue.length > 0) {
       const batch = this.queue.splice(0, this.options.maxBatch);
       this.inFlight++;
-      void this.commit(batch).finally(() => {
+      let released = false;
+      const release = (): void => {
+        if (released) return;
+        released = true;
         this.inFlight--;
         this.startBatches();
-      });
+      };
+      void this.commit(batch, release).finally(release);
     }
   }
 
@@ -84,10 +88,10 @@ export class GroupCommit<Item, Outcome> {
    * linked to the span of each request it serves, and each of those linked back to it. A batch
    * whose requests are all unsampled gets none.
    */
-  private commit(batch: Array<Waiting<Item, Outcome>>): Promise<boolean> {
+  private commit(batch: Array<Waiting<Item, Outcome>>, release: () => void): Promise<boolean> {
     const traced = tracing;
-    if (traced === null || batch.every((waiting) => waiting.origin === undefined)) return this.commitBatch(batch);
-    return traced.inSpan(SPAN.groupCommit, () => this.commitBatch(batch), {
+    if (traced === null || batch.every((waiting) => waiting.origin === undefined)) return this.commitBatch(batch, release);
+    return traced.inSpan(SPAN.groupCommit, () => this.commitBatch(batch, release), {
       root: true,
       links: batch.map((waiting) => waiting.origin),
       attributes: { [ATTR.batchSize]: batch.length },
@@ -95,12 +99,15 @@ export class GroupCommit<Item, Outcome> {
     });
   }
 
-  /** Writes the batch; true when it failed as a whole and its items were written one by one. */
-  private async commitBatch(batch: Array<Waiting<Item, Outcome>>): Promise<boolean> {
+  /**
+   * Writes the batch; true when it failed as a whole and its items were written one by one. Once
+   * the batch has committed, `release` frees its slot before the callers are resumed: the next
+   * batch is on its way to the database while this one's callers build their answers.
+   */
+  private async commitBatch(batch: Array<Waiting<Item, Outcome>>, release: () => void): Promise<boolean> {
+    let outcomes: Outcome[];
     try {
-      const outcomes = await this.run(batch.map((waiting) => waiting.item));
-      batch.forEach((waiting, index) => waiting.resolve(outcomes[index] as Outcome));
-      return false;
+      outcomes = await this.run(batch.map((waiting) => waiting.item));
     } catch (error) {
       if (batch.length === 1) {
         batch[0]?.reject(error);
@@ -109,6 +116,10 @@ export class GroupCommit<Item, Outcome> {
       await this.oneByOne(batch);
       return true;
     }
+    // Outside the try: whatever starting the next batch throws must not retry this committed one.
+    release();
+    batch.forEach((waiting, index) => waiting.resolve(outcomes[index] as Outcome));
+    return false;
   }
 
   private async oneByOne(batch: Array<Waiting<Item, Outcome>>): Promise<void> {

@@ -77,3 +77,30 @@ for (const backend of dbBackends()) {
     t.throws(() => new GroupCommit(db, write, { maxBatch: 4, maxInFlight: 0 }), RangeError);
   });
 }
+
+// Regression: a batch's slot used to be freed only after its callers had resumed (each building
+// and sending its answer), so the queued batch reached the database that much later.
+for (const backend of dbBackends()) {
+  t.test(`group commit on ${backend.name}: the next batch is handed to the writer before the last one's callers resume`, async (t) => {
+    const { db, cleanup } = await backend.open();
+    t.teardown(cleanup);
+    const batches: number[][] = [];
+    let releaseFirst!: () => void;
+    const firstHeld = new Promise<void>((resolve) => (releaseFirst = resolve));
+    const write = async (tx: Queryable, ids: number[]) => {
+      batches.push(ids);
+      if (ids.includes(0)) await firstHeld;
+      await tx.query('SELECT 1');
+      return ids.map((id) => `stored ${id}`);
+    };
+    // One statement per batch, as evaluate writes: the writer is called as the batch starts.
+    const writer = new GroupCommit(db, write, { maxBatch: 8, maxInFlight: 1, transaction: false });
+    const first = writer.submit(0);
+    const queued = [1, 2, 3].map((id) => writer.submit(id));
+    const batchesWhenFirstResumed = first.then(() => batches.length);
+    releaseFirst();
+    t.equal(await batchesWhenFirstResumed, 2, 'the queued batch was handed to the writer when the first caller resumed');
+    t.same(await Promise.all(queued), ['stored 1', 'stored 2', 'stored 3']);
+    t.same(batches, [[0], [1, 2, 3]], 'the three queued submissions went in one batch');
+  });
+}
