@@ -15,7 +15,9 @@
  *          targets; `composed-floor` (enforced path only), the floor's three parts in one server
  *          and nothing else (bench-servers.mjs); `nginx` and `undici-dispatch` (pass-through
  *          only), nginx as the proxy bench runs it, the yardstick of the pass-through targets, and
- *          the bare forwarder on the proxy's engine (bench-servers.mjs)
+ *          the bare forwarder on the proxy's engine (bench-servers.mjs); `upstream` (either path),
+ *          the load generator straight at an upstream of its own, from which open loop reports
+ *          every entry's added p99 (its p99 less the upstream's in the same round)
  *   @NODE_OPTIONS  the proxy's Node flags for that entry (default: the container's, PROXY_NODE_OPTIONS)
  *
  * Environment: BENCH_ROUNDS (3), BENCH_SECONDS (4), BENCH_WARMUP_SECONDS (1), BENCH_PROCESS_WARMUP_SECONDS
@@ -44,6 +46,8 @@
  *
  *   BENCH_ROUNDS=6 node test/bench/proxy-compare.mjs naive=naive-gate enforce=.
  *   BENCH_ROUNDS=6 BENCH_PATH=pass BENCH_MODE=closed node test/bench/proxy-compare.mjs nginx=nginx bare=undici-dispatch pass=.
+ *   BENCH_ROUNDS=6 BENCH_MODE=open node test/bench/proxy-compare.mjs naive=naive-gate enforce=. direct=upstream
+ *   BENCH_ROUNDS=6 BENCH_PATH=pass BENCH_MODE=open node test/bench/proxy-compare.mjs nginx=nginx pass=. direct=upstream
  *
  * @example
  *   npm run build
@@ -86,19 +90,21 @@ const UPSTREAM_BODY = '{"ok":true,"from":"bench-upstream"}';
 const ORG = 'default';
 const KID = 'compare-1';
 
-/** The BUILDs that name a yardstick rather than a build of the proxy, and the path each serves. */
-const YARDSTICKS = { 'naive-gate': 'enforce', 'composed-floor': 'enforce', nginx: 'pass', 'undici-dispatch': 'pass' };
+/** The BUILDs that name a yardstick rather than a build of the proxy, and the paths each serves. */
+const YARDSTICKS = {
+  'naive-gate': ['enforce'], 'composed-floor': ['enforce'], nginx: ['pass'], 'undici-dispatch': ['pass'], upstream: ['enforce', 'pass'],
+};
 const isYardstick = (entry) => Object.hasOwn(YARDSTICKS, entry.build);
 
 const entries = process.argv.slice(2).map(parseEntry);
 /** The entries whose proxy traces (BENCH_TRACING=LABEL,…). */
 const TRACED = tracedLabels(entries);
-const yardstickMisused = entries.some((entry) => isYardstick(entry) && (YARDSTICKS[entry.build] !== PATH || entry.nodeOptions !== undefined || TRACED?.has(entry.label)));
+const yardstickMisused = entries.some((entry) => isYardstick(entry) && (!YARDSTICKS[entry.build].includes(PATH) || entry.nodeOptions !== undefined || TRACED?.has(entry.label)));
 const wantsNginx = entries.some((entry) => entry.build === 'nginx');
 const nginxBinary = wantsNginx ? findNginx() : undefined;
 if (entries.length < 2 || !MODES || !['enforce', 'pass'].includes(PATH) || TRACED === null || yardstickMisused || (wantsNginx && nginxBinary === undefined)) {
   log('usage: node test/bench/proxy-compare.mjs LABEL=BUILD[@NODE_OPTIONS] LABEL=BUILD[@NODE_OPTIONS] ...  (BENCH_MODE closed|open|both, BENCH_PATH enforce|pass, BENCH_TRACING=LABEL,…;');
-  log('  BUILD naive-gate and composed-floor (BENCH_PATH enforce), nginx and undici-dispatch (BENCH_PATH pass): yardsticks, without @NODE_OPTIONS or tracing;');
+  log('  BUILD naive-gate and composed-floor (BENCH_PATH enforce), nginx and undici-dispatch (BENCH_PATH pass), upstream (either): yardsticks, without @NODE_OPTIONS or tracing;');
   log(`  nginx needs nginx on PATH or in /usr/sbin${wantsNginx && nginxBinary === undefined ? ', and none was found' : ''})`);
   process.exit(2);
 }
@@ -156,6 +162,8 @@ async function startGate(entry, mode, context) {
     }, { cpuProfileDir });
   }
   if (entry.build === 'undici-dispatch') return startBenchServer('undici-dispatch', { upstream: context.upstream.url }, { cpuProfileDir });
+  // The load generator straight at an upstream of its own: what every other entry's p99 adds to.
+  if (entry.build === 'upstream') return startBenchServer('upstream', { body: UPSTREAM_BODY }, { cpuProfileDir });
   if (entry.build === 'nginx') {
     const dir = mkdtempSync(join(context.dir, 'nginx-'));
     return startNginx({ binary: nginxBinary, dir, upstreamUrl: context.upstream.url });
@@ -275,17 +283,27 @@ async function main() {
       // the same rate, compares p99 (lower is better).
       const metric = mode === 'closed' ? { name: 'requests/s', of: (r) => r.perSecond, better: 1 } : { name: 'p99', of: (r) => r.p99, better: -1 };
       const first = results.get(entries[0].label);
+      // Open loop with an `upstream` entry: each round's p99 less the direct upstream's in that
+      // round (the added p99 of the proxy bench's targets), and its ratio to the first entry's.
+      const direct = mode === 'open' ? entries.find((entry) => entry.build === 'upstream') : undefined;
+      const addedOf = (own) => own.map((result, i) => result.p99 - results.get(direct.label)[i].p99);
       const rows = entries.map(({ label }) => {
         const own = results.get(label);
         const ratiosOf = (of) => own.map((result, i) => of(result) / of(first[i]));
         const ratios = ratiosOf(metric.of);
         const ahead = ratios.filter((ratio) => Math.sign(ratio - 1) === metric.better).length;
-        return [label, fmt(median(own.map((r) => r.perSecond)), 0), fmt(median(own.map((r) => r.p99)), 2), fmt(median(own.map((r) => r.cpuPerRequestUs)), 0),
+        const row = [label, fmt(median(own.map((r) => r.perSecond)), 0), fmt(median(own.map((r) => r.p99)), 2), fmt(median(own.map((r) => r.cpuPerRequestUs)), 0),
           fmt(median(own.map((r) => r.rssMaxMb))), fmt(median(ratios), 2), fmt(median(ratiosOf((r) => r.cpuPerRequestUs)), 2),
           label === entries[0].label ? '-' : `${ahead} of ${ratios.length}`];
+        if (!direct) return row;
+        const added = addedOf(own);
+        const firstAdded = addedOf(first);
+        const isReference = label === direct.label || label === entries[0].label;
+        return [...row, fmt(median(added), 2), isReference ? '-' : fmt(median(added.map((value, i) => value / firstAdded[i])), 2)];
       });
       const versus = `÷ ${entries[0].label}'s (median of rounds)`;
       const header = ['build', 'median /s', 'p99 ms', 'µs CPU/req', 'RSS MB', `${metric.name} ${versus}`, `µs CPU/req ${versus}`, `rounds ahead (${metric.name})`];
+      if (direct) header.push(`added p99 ms (over ${direct.label})`, `added p99 ${versus}`);
       log(`\n${formatTable(header, rows)}`);
     }
   } finally {
