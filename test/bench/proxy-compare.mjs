@@ -17,7 +17,8 @@
  *          only), nginx as the proxy bench runs it, the yardstick of the pass-through targets, and
  *          the bare forwarder on the proxy's engine (bench-servers.mjs); `upstream` (either path),
  *          the load generator straight at an upstream of its own, from which open loop reports
- *          every entry's added p99 (its p99 less the upstream's in the same round)
+ *          every entry's added p99 (its p99 less the upstream's in the same round), and its
+ *          difference from and ratio to the first entry's
  *   @NODE_OPTIONS  the proxy's Node flags for that entry (default: the container's, PROXY_NODE_OPTIONS)
  *
  * Environment: BENCH_ROUNDS (3), BENCH_SECONDS (4), BENCH_WARMUP_SECONDS (1), BENCH_PROCESS_WARMUP_SECONDS
@@ -299,11 +300,13 @@ async function main() {
         const added = addedOf(own);
         const firstAdded = addedOf(first);
         const isReference = label === direct.label || label === entries[0].label;
-        return [...row, fmt(median(added), 2), isReference ? '-' : fmt(median(added.map((value, i) => value / firstAdded[i])), 2)];
+        // A ratio only while the first entry adds something in every round (nginx's may not).
+        const ratio = isReference || firstAdded.some((value) => value <= 0) ? '-' : fmt(median(added.map((value, i) => value / firstAdded[i])), 2);
+        return [...row, fmt(median(added), 2), isReference ? '-' : fmt(median(added.map((value, i) => value - firstAdded[i])), 2), ratio];
       });
       const versus = `÷ ${entries[0].label}'s (median of rounds)`;
       const header = ['build', 'median /s', 'p99 ms', 'µs CPU/req', 'RSS MB', `${metric.name} ${versus}`, `µs CPU/req ${versus}`, `rounds ahead (${metric.name})`];
-      if (direct) header.push(`added p99 ms (over ${direct.label})`, `added p99 ${versus}`);
+      if (direct) header.push(`added p99 ms (over ${direct.label})`, `added p99 − ${entries[0].label}'s (median of rounds)`, `added p99 ${versus}`);
       log(`\n${formatTable(header, rows)}`);
     }
   } finally {
