@@ -285,7 +285,8 @@ async function main() {
       const metric = mode === 'closed' ? { name: 'requests/s', of: (r) => r.perSecond, better: 1 } : { name: 'p99', of: (r) => r.p99, better: -1 };
       const first = results.get(entries[0].label);
       // Open loop with an `upstream` entry: each round's p99 less the direct upstream's in that
-      // round (the added p99 of the proxy bench's targets), and its ratio to the first entry's.
+      // round (the added p99 of the proxy bench's targets), and its difference from and ratio to the
+      // first entry's.
       const direct = mode === 'open' ? entries.find((entry) => entry.build === 'upstream') : undefined;
       const addedOf = (own) => own.map((result, i) => result.p99 - results.get(direct.label)[i].p99);
       const rows = entries.map(({ label }) => {
