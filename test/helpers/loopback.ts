@@ -6,7 +6,7 @@
  *   const url = await listen(createServer(handler)); // http://127.0.0.1:<port>
  */
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import type { SharedStore } from '../../shared/store/types.js';
 
 export async function listen(server: Server, port = 0): Promise<string> {
@@ -25,12 +25,36 @@ export function closeServer(server: Server): Promise<void> {
   return new Promise((resolve) => server.close(() => resolve()));
 }
 
-/** A loopback URL where nothing listens: a server bound and closed again. */
+/**
+ * A loopback port where nothing listens: a privileged one that refuses connections. Not a port
+ * bound and closed again: test servers bind port 0, and the kernel may hand that same port to the
+ * next one that asks, while a test still counts on it to refuse (a "dead" upstream once answered
+ * 400). Ports below 1024 are outside the range the kernel picks from.
+ */
+export async function deadPort(): Promise<number> {
+  for (const port of DEAD_PORT_CANDIDATES) {
+    if (await refuses(port)) return port;
+  }
+  throw new Error(`something listens on every one of 127.0.0.1:${DEAD_PORT_CANDIDATES.join(', ')}`);
+}
+
+/** A loopback URL where nothing listens (deadPort). */
 export async function deadUrl(): Promise<string> {
-  const server = createServer();
-  const url = await listen(server);
-  await closeServer(server);
-  return url;
+  return `http://127.0.0.1:${await deadPort()}`;
+}
+
+/** tcpmux, discard, daytime, time: long unused, and never handed out for port 0. */
+const DEAD_PORT_CANDIDATES = [1, 9, 13, 37];
+
+function refuses(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: '127.0.0.1', port });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(false);
+    });
+    socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code === 'ECONNREFUSED'));
+  });
 }
 
 /** A store that is down: every call rejects. */

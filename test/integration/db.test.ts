@@ -10,7 +10,6 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -22,6 +21,7 @@ import { openDb } from '../../authority/store/open.js';
 import { PgDb } from '../../authority/store/pg.js';
 import { LOCK_FILE_NAME, openPglite } from '../../authority/store/pglite.js';
 import { dbBackends, postgresSkipReason } from '../helpers/db.js';
+import { deadPort } from '../helpers/loopback.js';
 
 const ORG_ID = '00000000-0000-4000-8000-000000000001';
 
@@ -408,13 +408,7 @@ t.test('postgres only', async (t) => {
   }
 
   t.test('ping rejects when nothing listens', async (t) => {
-    const port = await new Promise<number>((resolve) => {
-      const server = createServer().listen(0, '127.0.0.1', () => {
-        const address = server.address();
-        server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-      });
-    });
-    const db = new PgDb({ connectionString: `postgres://postgres@127.0.0.1:${port}/postgres`, connectTimeoutMs: 5_000 });
+    const db = new PgDb({ connectionString: `postgres://postgres@127.0.0.1:${await deadPort()}/postgres`, connectTimeoutMs: 5_000 });
     t.teardown(() => db.close());
     await t.rejects(db.ping());
   });

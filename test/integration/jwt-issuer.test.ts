@@ -12,6 +12,7 @@ import { ErrorEnvelope } from '../../shared/wire/envelope.js';
 import { createTestAuthority } from '../helpers/authority.js';
 import { appBackends } from '../helpers/backends.js';
 import { createTestIdp, TEST_AUDIENCE, TEST_ISSUER } from '../helpers/jwt.js';
+import { deadUrl } from '../helpers/loopback.js';
 
 async function serveJwks(body: string): Promise<{ server: Server; url: string; fetches: () => number }> {
   let fetches = 0;
@@ -55,9 +56,7 @@ t.test('a JWKS URL: tokens verify, keys are fetched once and cached', async (t) 
 
 t.test('an unreachable issuer fails closed with 503', async (t) => {
   const idp = await createTestIdp();
-  const jwks = await serveJwks('{}');
-  const url = jwks.url;
-  await new Promise((resolve) => jwks.server.close(resolve)); // nothing listens there any more
+  const url = `${await deadUrl()}/jwks.json`;
   const opened = await appBackends()[0]!.open();
   const authority = await createTestAuthority(opened, {
     config: { auth: { jwt: { issuer: TEST_ISSUER, audience: TEST_AUDIENCE, jwks_url: url } } },
