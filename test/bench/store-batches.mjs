@@ -34,7 +34,7 @@ import { basename, join } from 'node:path';
 import pg from 'pg';
 import { startPostgres, startRedis, stopServers } from '../support/servers.mjs';
 import { createBenchDatabase, fmt, formatTable, serverUrl, setting } from './bench-common.mjs';
-import { median, ROUNDS, SECONDS } from './compare-builds.mjs';
+import { median, ROUNDS, roundOrder, SECONDS } from './compare-builds.mjs';
 import { createEvaluateOrgs, evaluatePool, evaluateSender, loadProduct, spread, startEvaluateAuthority } from './evaluate-bench.mjs';
 import { closedLoop } from './evaluate-report.mjs';
 
@@ -77,7 +77,7 @@ async function capture(db, { authority, orgs }) {
     SET session_replication_role = replica;
     TRUNCATE evaluations, permits, audit_events, webhook_deliveries CASCADE;
     SET session_replication_role = origin;
-    UPDATE audit_chain_heads SET sequence = 0, head_hash = repeat('0', 64);`);
+    UPDATE audit_chain_heads SET sequence = 0, head_hash = (SELECT genesis FROM captured_batches LIMIT 1);`);
   const [stats] = await db.query(
     `SELECT count(*)::int AS batches, avg(jsonb_array_length(evaluations))::float AS evaluations, avg(jsonb_array_length(events))::float AS events FROM captured_batches`,
   );
@@ -132,7 +132,7 @@ async function compareVariants(tx, cpuMs, batches) {
   for (let round = 1; round <= ROUNDS; round += 1) {
     const used = new Map(names.map((name) => [name, 0]));
     for (const [i, batch] of batches.entries()) {
-      for (const name of (i + round) % 2 === 0 ? names : [...names].reverse()) used.set(name, used.get(name) + (await replay(tx, cpuMs, name, batch)));
+      for (const name of roundOrder(names, i + round)) used.set(name, used.get(name) + (await replay(tx, cpuMs, name, batch)));
     }
     for (const name of names) perRound.get(name).push((1000 * used.get(name)) / batches.length);
     log(`round ${round}: ${names.map((name) => `${name} ${fmt(perRound.get(name).at(-1), 0)} µs`).join(', ')}`);
