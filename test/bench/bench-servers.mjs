@@ -14,6 +14,9 @@
  *                                                   forward with the classic http-proxy
  *   node test/bench/bench-servers.mjs composed-floor  the floor's parts alone: the proxy's Ed25519 verify,
  *                                                   Redis SET NX, the undici-dispatch forward
+ *   node test/bench/bench-servers.mjs fastify-json  the HTTP part of an evaluation's floor: fastify (the
+ *                                                   authority's server) parsing a POST's JSON body and
+ *                                                   answering a fixed JSON text, nothing else
  *   node test/bench/bench-servers.mjs otlp-sink     an OTLP/HTTP endpoint that accepts every export and
  *                                                   discards it, counting (GET /__bench/stats)
  *
@@ -270,6 +273,22 @@ async function composedFloor({ upstream: target, authority, apiKey, redisUrl, pe
   });
 }
 
+// ── The HTTP part of an evaluation's floor ───────────────────────────────────────────────────
+
+/**
+ * fastify, as the authority runs it, with one POST route at `path` that parses the JSON body and
+ * answers `answer` (a JSON text: a real evaluate answer, so the bytes on the wire are evaluate's):
+ * what receiving and answering an evaluation costs before the authority does any of its own work.
+ * fastify listens through its `server`, which routes once the instance is ready.
+ */
+async function fastifyJson({ path, answer }) {
+  const { default: Fastify } = await import('fastify');
+  const app = Fastify({ logger: false });
+  app.post(path, async (_request, reply) => reply.type('application/json').send(answer));
+  await app.ready();
+  return app.server;
+}
+
 // ── The OTLP sink ─────────────────────────────────────────────────────────────────────────────
 
 /**
@@ -293,7 +312,8 @@ function otlpSink() {
 
 // ── Entry ─────────────────────────────────────────────────────────────────────────────────────
 
-const KINDS = { upstream, 'http-proxy-3': httpProxy3, undici: undiciForwarder, 'undici-dispatch': undiciDispatch, naive, 'composed-floor': composedFloor, 'otlp-sink': otlpSink };
+const KINDS = { upstream, 'http-proxy-3': httpProxy3, undici: undiciForwarder, 'undici-dispatch': undiciDispatch, naive, 'composed-floor': composedFloor, 'fastify-json': fastifyJson,
+  'otlp-sink': otlpSink };
 
 async function main() {
   const kind = process.argv[2];

@@ -39,6 +39,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 import { authorityYaml, createBenchDatabase, describeExit } from './bench-common.mjs';
+import { evaluateFloorLines, measureEvaluateFloor } from './evaluate-floor.mjs';
 import { checkStored, closedLoop, measureScenario, openLoop, report } from './evaluate-report.mjs';
 import { startAuthority } from './proxy-processes.mjs';
 import { localStorePids } from './proxy-setup.mjs';
@@ -194,6 +195,14 @@ export function evaluateSender(pool, key, tag) {
   };
 }
 
+/** The text of one real evaluate answer (an allow with its permit): what the floor's HTTP server answers. */
+async function sampleAnswer(pool, key) {
+  const response = await pool.request({ method: 'POST', path: '/v1/evaluate', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: evaluateBody('floor-sample') });
+  const text = await response.body.text();
+  if (response.statusCode !== 200) throw new Error(`the sample evaluation answered ${response.statusCode}: ${text.slice(0, 300)}`);
+  return text;
+}
+
 /** An event shaped like evaluate's `evaluation.decided`, so the baseline hashes and stores as much. */
 function appendEvent(orgId, targetId, now) {
   return {
@@ -276,10 +285,28 @@ async function runScenarios({ product, db, authority, orgs, appendOrgs, postgres
     await step('eval16', 'evaluate, 16 orgs', closed('evaluate, 16 orgs', ORGS, 'e16'));
     await step('open', `evaluate, 1 org, open loop ${rate}/s`, (window) =>
       openLoop('evaluate, 1 org, open loop', evaluateSender(pool, orgs[0].key, 'open'), { rate, window, signal: run.signal }));
+    const sample = await sampleAnswer(pool, orgs[0].key);
+    return { results, sample };
   } finally {
     await pool.close();
   }
-  return results;
+}
+
+/**
+ * The floor of an evaluation (evaluate-floor.mjs), measured after the scenarios while the
+ * authority idles. Its HTTP server gets the same process warm-up and load as the authority.
+ */
+function measureFloor(options, answer) {
+  const { concurrency } = options;
+  const clients = (url) => {
+    const pool = evaluatePool(url, concurrency);
+    return { senders: spread([{ key: 'floor' }], concurrency, (org, i) => evaluateSender(pool, org.key, `floor-${i}`)), close: () => pool.close() };
+  };
+  options.log('running: the floor of an evaluation, part by part');
+  return measureEvaluateFloor({
+    answer, clients, databaseUrl: options.databaseUrl, redisUrl: options.redisUrl, concurrency, seconds: options.seconds,
+    warmupMs: (options.processWarmupSeconds + options.warmupSeconds) * 1000, signal: options.signal,
+  });
 }
 
 /**
@@ -306,13 +333,15 @@ export async function runEvaluateBench(options) {
       `${options.concurrency} clients; ${options.processWarmupSeconds} s process warm-up, then ${options.warmupSeconds} s warm-up + ${options.seconds} s per scenario`);
     // Postgres's CPU per evaluation is shown when it runs on this machine (its postmaster's pid).
     const postgresPids = await localStorePids(undefined, options.databaseUrl);
-    const results = await runScenarios({ product, db, authority, orgs: evaluateOrgs, appendOrgs, postgresPids, options });
+    const { results, sample } = await runScenarios({ product, db, authority, orgs: evaluateOrgs, appendOrgs, postgresPids, options });
+    const floor = await measureFloor(options, sample);
     report(log, results, options.rate);
-    const answered = (results.fresh?.ok ?? 0) + results.eval1.ok + results.eval16.ok + results.open.ok;
+    evaluateFloorLines(log, { floor, evaluateUs: results.eval1.authorityUs });
+    const answered = (results.fresh?.ok ?? 0) + results.eval1.ok + results.eval16.ok + results.open.ok + 1;
     const problems = await checkStored(db, answered);
     if (problems.length === 0) log(`stored: ${answered} evaluations and permits, as answered; every audit chain head matches its events`);
     for (const problem of problems) log(`stored records do not match the answers: ${problem}`);
-    const errors = Object.values(results).reduce((sum, row) => sum + row.errors, 0);
+    const errors = Object.values(results).reduce((sum, row) => sum + row.errors, 0) + floor.http.errors;
     return { ok: errors === 0 && problems.length === 0 };
   } finally {
     await db?.close().catch(() => undefined);

@@ -38,7 +38,7 @@ const ED25519_MODULE = join(resolvePath(dirname(SCRIPT), '..', '..'), 'dist', 's
 export const FLOOR_TARGET = 1.5;
 
 /** Runs `step` (which answers a promise, or nothing) until `ms` have passed; resolves the count. */
-async function loopFor(ms, step, inFlight) {
+export async function loopFor(ms, step, inFlight) {
   const deadline = Date.now() + ms;
   let count = 0;
   const worker = async () => {
@@ -51,17 +51,27 @@ async function loopFor(ms, step, inFlight) {
   return count;
 }
 
-/** Ed25519 verifies of a permit-sized signing input: the check every enforced request pays. */
-async function verifyPart(seconds) {
-  const { processEd25519 } = await import(pathToFileURL(ED25519_MODULE).href);
-  const ed25519 = processEd25519();
-  const { publicKey, privateKey } = generateKeyPairSync('ed25519');
+/** A JWS signing input of a permit's size: a header and claims like the authority's. */
+export function permitSigningInput() {
   const header = Buffer.from(JSON.stringify({ alg: 'EdDSA', typ: 'JWT', kid: 'k'.repeat(22) })).toString('base64url');
   const claims = {
     iss: 'countersign', aud: 'countersign:gate', sub: 'demo-agent', jti: 'p'.repeat(22), iat: 1_800_000_000, exp: 1_800_000_300,
     org: '00000000-0000-4000-8000-000000000000', act: 'demo.echo', bnd: 'b'.repeat(43), env: 'dev', tgt: { type: 'demo', id: 'order-42' },
   };
-  const input = Buffer.from(`${header}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`);
+  return Buffer.from(`${header}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`);
+}
+
+/** The Ed25519 engine the product uses in this process (libsodium where it loads), from dist/. */
+export async function productEd25519() {
+  const { processEd25519 } = await import(pathToFileURL(ED25519_MODULE).href);
+  return processEd25519();
+}
+
+/** Ed25519 verifies of a permit-sized signing input: the check every enforced request pays. */
+async function verifyPart(seconds) {
+  const ed25519 = await productEd25519();
+  const { publicKey, privateKey } = generateKeyPairSync('ed25519');
+  const input = permitSigningInput();
   const signature = sign(null, input, privateKey);
   const step = () => {
     if (!ed25519.verify(input, publicKey, signature)) throw new Error('the signature did not verify');
@@ -97,10 +107,15 @@ async function inChild(part, args) {
   return JSON.parse(run.stdout);
 }
 
+/** The Redis round trip alone in its own process: `{ ops, cpuUs }` (an evaluation's floor has one too). */
+export function measureRedisRoundTrip({ redisUrl, seconds, connections }) {
+  return inChild('redis', [seconds, redisUrl, connections]);
+}
+
 /** The Ed25519 verify and the Redis round trip, each alone in its own process, one after the other. */
 export async function measureFloorParts({ redisUrl, seconds, connections }) {
   const verifyResult = await inChild('verify', [seconds]);
-  const redisResult = await inChild('redis', [seconds, redisUrl, connections]);
+  const redisResult = await measureRedisRoundTrip({ redisUrl, seconds, connections });
   return { verify: verifyResult, redis: redisResult };
 }
 
