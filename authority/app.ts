@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
+import { validatorCompiler } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import type { SharedStore } from '../shared/store/types.js';
 import { tracing } from '../shared/telemetry/index.js';
@@ -35,6 +35,7 @@ import { installBoundedInput } from './http/bounded-input.js';
 import { installDrainAnswer } from './http/drain.js';
 import { answerFrameworkError, installErrorHandling } from './http/errors.js';
 import { installGuard } from './http/guard.js';
+import { responseSerializerCompiler } from './http/response-serializer.js';
 import { installTracing } from './http/tracing.js';
 import type { AuthorityMetrics } from './metrics.js';
 import { registerOpenApi } from './openapi/document.js';
@@ -93,7 +94,7 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
     frameworkErrors: answerFrameworkError,
   });
   app.setValidatorCompiler(validatorCompiler);
-  app.setSerializerCompiler(serializerCompiler);
+  app.setSerializerCompiler(responseSerializerCompiler);
   // JSON is the only body we accept; everything else is a 415.
   app.removeContentTypeParser(['text/plain']);
   // Tracing on: a server span per request, before every other hook (http/tracing.ts).
