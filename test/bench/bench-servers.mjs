@@ -276,7 +276,7 @@ async function composedFloor({ upstream: target, authority, apiKey, redisUrl, pe
 // ── The HTTP part of an evaluation's floor ───────────────────────────────────────────────────
 
 /**
- * fastify, as the authority runs it, with one POST route at `path` that parses the JSON body and
+ * fastify, the authority's server, with its defaults and no logger, and one POST route at `path` that parses the JSON body and
  * answers `answer` (a JSON text: a real evaluate answer, so the bytes on the wire are evaluate's):
  * what receiving and answering an evaluation costs before the authority does any of its own work.
  * fastify listens through its `server`, which routes once the instance is ready.

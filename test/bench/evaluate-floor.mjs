@@ -166,6 +166,7 @@ export function evaluateFloorLines(log, { floor, evaluateUs }) {
   line('Redis round trip (SET NX PX, ioredis)', redis.cpuUs, `(${redis.ops} commands)`);
   line(`Postgres write: its rows, ${BATCH} evaluations a statement (pg)`, postgres.cpuUs, `(${postgres.ops} evaluations' rows)`);
   line('sum', sum);
+  if (http.errors > 0) log(`  (the floor's HTTP server: ${http.errors} requests failed or were answered otherwise than expected)`);
   if (Number.isFinite(evaluateUs)) log(`  countersign evaluate, authority CPU per evaluation (1 org)  ${fmt(evaluateUs, 0).padStart(6)} µs = ${fmt(evaluateUs / sum, 2)}× the floor`);
   return sum;
 }
