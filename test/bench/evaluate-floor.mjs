@@ -17,11 +17,12 @@
  *                      evaluation. The statement only measures the parameters' length, so
  *                      Postgres's side is not part of it (the bare append is its baseline).
  *
- * Sign and Postgres each run in a child process of their own (this file, run as a script, its
- * database URL and answer in its environment) that reads its own CPU from /proc; the HTTP server's CPU is read from /proc by the bench, as the
- * authority's is. Left out on purpose: authentication, the policy decision, the binding and the
- * audit events' canonical JSON and hashes, the answer's validation, metrics and logs, which are
- * the authority's own work above the floor.
+ * Sign and Postgres each run in a child process of their own (this file, run as a script, with
+ * the database URL and the answer in its environment) that reads its own CPU from /proc; the HTTP
+ * server's CPU is read from /proc by the bench, as the authority's is. Left out on purpose:
+ * authentication, the policy decision, the binding and the audit events' canonical JSON and
+ * hashes, the answer's validation, metrics and logs, which are the authority's own work above the
+ * floor.
  *
  * @example
  *   const clients = (url) => ({ senders: [...], close: async () => {} });
