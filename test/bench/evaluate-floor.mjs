@@ -31,11 +31,9 @@
  */
 import { generateKeyPairSync, randomBytes, randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { runToEnd } from '../support/servers.mjs';
 import { fmt } from './bench-common.mjs';
 import { closedLoop, measureScenario } from './evaluate-report.mjs';
-import { loopFor, measureRedisRoundTrip, permitSigningInput, productEd25519 } from './floor-bench.mjs';
-import { cpuSeconds } from './proc-stats.mjs';
+import { cpuPerStep, inChild, measureRedisRoundTrip, permitSigningInput, productEd25519 } from './floor-bench.mjs';
 import { startBenchServer } from './proxy-processes.mjs';
 
 const SCRIPT = fileURLToPath(import.meta.url);
@@ -52,10 +50,7 @@ async function signPart(seconds) {
   const step = () => {
     if (ed25519.sign(input, privateKey).length !== 64) throw new Error('no 64-byte signature');
   };
-  await loopFor(500, step, 1); // warm-up
-  const cpu = cpuSeconds(process.pid);
-  const ops = await loopFor(seconds * 1000, step, 1);
-  return { ops, cpuUs: ((cpuSeconds(process.pid) - cpu) * 1e6) / ops, engine: ed25519.engine };
+  return Object.assign(await cpuPerStep(step, seconds), { engine: ed25519.engine });
 }
 
 /** An `evaluation.decided` payload's details for `answer`, as text: the same in every row. */
@@ -108,21 +103,13 @@ async function postgresPart(seconds, databaseUrl, answerText) {
       ]);
       if (!(rows[0].bytes > 0)) throw new Error('the statement did not see the batch');
     };
-    await loopFor(500, step, IN_FLIGHT); // warm-up
-    const cpu = cpuSeconds(process.pid);
-    const statements = await loopFor(seconds * 1000, step, IN_FLIGHT);
-    return { ops: statements * BATCH, cpuUs: ((cpuSeconds(process.pid) - cpu) * 1e6) / (statements * BATCH) };
+    const statements = await cpuPerStep(step, seconds, IN_FLIGHT);
+    return { ops: statements.ops * BATCH, cpuUs: statements.cpuUs / BATCH };
   } finally {
     await pool.end();
   }
 }
 
-/** Runs one part in a child process (this file); what it needs goes in its environment, not its argv (`ps`). */
-async function inChild(part, seconds, env = {}) {
-  const run = await runToEnd(process.execPath, [SCRIPT, part, String(seconds)], { env: { ...process.env, ...env } });
-  if (run.status !== 0) throw new Error(`evaluate floor part "${part}" failed (exit ${run.status}): ${(run.error?.message ?? run.stderr).trim()}`);
-  return JSON.parse(run.stdout);
-}
 
 /**
  * fastify answering `answer` to the evaluate bench's own clients (`clients(url)`: `{ senders,
@@ -149,9 +136,9 @@ async function httpPart({ answer, clients, seconds, warmupMs, signal }) {
  */
 export async function measureEvaluateFloor({ answer, clients, databaseUrl, redisUrl, concurrency, seconds, warmupMs, signal }) {
   const http = await httpPart({ answer, clients, seconds, warmupMs, signal });
-  const sign = await inChild('sign', seconds);
+  const sign = await inChild(SCRIPT, 'sign', [seconds]);
   const redis = await measureRedisRoundTrip({ redisUrl, seconds, connections: concurrency });
-  const postgres = await inChild('postgres', seconds, { FLOOR_DATABASE_URL: databaseUrl, FLOOR_ANSWER: answer });
+  const postgres = await inChild(SCRIPT, 'postgres', [seconds], { FLOOR_DATABASE_URL: databaseUrl, FLOOR_ANSWER: answer });
   return { http, sign, redis, postgres };
 }
 

@@ -34,7 +34,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 // ── Measuring ─────────────────────────────────────────────────────────────────────────────────
 
 /** The times of a scenario that starts now, on performance.now()'s clock. */
-function scenarioWindow(warmupMs, windowMs) {
+export function scenarioWindow(warmupMs, windowMs) {
   const start = performance.now();
   return { start, windowStart: start + warmupMs, windowEnd: start + warmupMs + windowMs };
 }

@@ -38,7 +38,7 @@ const ED25519_MODULE = join(resolvePath(dirname(SCRIPT), '..', '..'), 'dist', 's
 export const FLOOR_TARGET = 1.5;
 
 /** Runs `step` (which answers a promise, or nothing) until `ms` have passed; resolves the count. */
-export async function loopFor(ms, step, inFlight) {
+async function loopFor(ms, step, inFlight) {
   const deadline = Date.now() + ms;
   let count = 0;
   const worker = async () => {
@@ -49,6 +49,17 @@ export async function loopFor(ms, step, inFlight) {
   };
   await Promise.all(Array.from({ length: inFlight }, worker));
   return count;
+}
+
+/**
+ * `step` in a loop, `inFlight` at a time: 0.5 s of warm-up, then `seconds` measured. Resolves the
+ * operations counted and this process's CPU per operation in µs, from /proc.
+ */
+export async function cpuPerStep(step, seconds, inFlight = 1) {
+  await loopFor(500, step, inFlight);
+  const cpu = cpuSeconds(process.pid);
+  const ops = await loopFor(seconds * 1000, step, inFlight);
+  return { ops, cpuUs: ((cpuSeconds(process.pid) - cpu) * 1e6) / ops };
 }
 
 /** A JWS signing input of a permit's size: a header and claims like the authority's. */
@@ -76,10 +87,7 @@ async function verifyPart(seconds) {
   const step = () => {
     if (!ed25519.verify(input, publicKey, signature)) throw new Error('the signature did not verify');
   };
-  await loopFor(500, step, 1); // warm-up
-  const cpu = cpuSeconds(process.pid);
-  const ops = await loopFor(seconds * 1000, step, 1);
-  return { ops, cpuUs: ((cpuSeconds(process.pid) - cpu) * 1e6) / ops, engine: ed25519.engine };
+  return Object.assign(await cpuPerStep(step, seconds), { engine: ed25519.engine });
 }
 
 /** Redis round trips with `connections` in flight, as the proxy's consumes are under load. */
@@ -91,30 +99,30 @@ async function redisPart(seconds, redisUrl, connections) {
     let n = 0;
     const prefix = `floor:${process.pid}:`;
     const step = () => client.set(`${prefix}${n++}`, '1', 'PX', 60_000, 'NX');
-    await loopFor(500, step, connections); // warm-up
-    const cpu = cpuSeconds(process.pid);
-    const ops = await loopFor(seconds * 1000, step, connections);
-    return { ops, cpuUs: ((cpuSeconds(process.pid) - cpu) * 1e6) / ops };
+    return await cpuPerStep(step, seconds, connections);
   } finally {
     client.disconnect();
   }
 }
 
-/** Runs one part in a child process (this file) and resolves what it printed. */
-async function inChild(part, args) {
-  const run = await runToEnd(process.execPath, [SCRIPT, part, ...args.map(String)]);
+/**
+ * Runs one part in a child process (`script part ...args`, `env` added to its environment) and
+ * resolves the JSON it printed. What must not show in `ps` goes in `env`.
+ */
+export async function inChild(script, part, args, env = {}) {
+  const run = await runToEnd(process.execPath, [script, part, ...args.map(String)], { env: { ...process.env, ...env } });
   if (run.status !== 0) throw new Error(`floor part "${part}" failed (exit ${run.status}): ${(run.error?.message ?? run.stderr).trim()}`);
   return JSON.parse(run.stdout);
 }
 
 /** The Redis round trip alone in its own process: `{ ops, cpuUs }` (an evaluation's floor has one too). */
 export function measureRedisRoundTrip({ redisUrl, seconds, connections }) {
-  return inChild('redis', [seconds, redisUrl, connections]);
+  return inChild(SCRIPT, 'redis', [seconds, redisUrl, connections]);
 }
 
 /** The Ed25519 verify and the Redis round trip, each alone in its own process, one after the other. */
 export async function measureFloorParts({ redisUrl, seconds, connections }) {
-  const verifyResult = await inChild('verify', [seconds]);
+  const verifyResult = await inChild(SCRIPT, 'verify', [seconds]);
   const redisResult = await measureRedisRoundTrip({ redisUrl, seconds, connections });
   return { verify: verifyResult, redis: redisResult };
 }

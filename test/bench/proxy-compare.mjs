@@ -301,9 +301,10 @@ async function main() {
         const added = addedOf(own);
         const firstAdded = addedOf(first);
         const isReference = label === direct.label || label === entries[0].label;
+        const versusFirst = (combine) => (isReference ? '-' : fmt(median(added.map((value, i) => combine(value, firstAdded[i]))), 2));
         // A ratio only while the first entry adds something in every round (nginx's may not).
-        const ratio = isReference || firstAdded.some((value) => value <= 0) ? '-' : fmt(median(added.map((value, i) => value / firstAdded[i])), 2);
-        return [...row, fmt(median(added), 2), isReference ? '-' : fmt(median(added.map((value, i) => value - firstAdded[i])), 2), ratio];
+        const ratio = firstAdded.some((value) => value <= 0) ? '-' : versusFirst((own, theirs) => own / theirs);
+        return [...row, fmt(median(added), 2), versusFirst((own, theirs) => own - theirs), ratio];
       });
       const versus = `÷ ${entries[0].label}'s (median of rounds)`;
       const header = ['build', 'median /s', 'p99 ms', 'µs CPU/req', 'RSS MB', `${metric.name} ${versus}`, `µs CPU/req ${versus}`, `rounds ahead (${metric.name})`];

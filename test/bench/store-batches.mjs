@@ -36,7 +36,7 @@ import { startPostgres, startRedis, stopServers } from '../support/servers.mjs';
 import { createBenchDatabase, fmt, formatTable, serverUrl, setting } from './bench-common.mjs';
 import { median, ROUNDS, roundOrder, SECONDS } from './compare-builds.mjs';
 import { createEvaluateOrgs, evaluatePool, evaluateSender, loadProduct, spread, startEvaluateAuthority } from './evaluate-bench.mjs';
-import { closedLoop } from './evaluate-report.mjs';
+import { closedLoop, scenarioWindow } from './evaluate-report.mjs';
 
 const log = (line) => process.stdout.write(`${line}\n`);
 const ORGS = setting('BENCH_ORGS', 16, { min: 1, max: 64, integer: true });
@@ -62,8 +62,7 @@ async function capture(db, { authority, orgs }) {
       RETURN QUERY SELECT migrated_store_evaluations(a, b, c, d, e);
     END $$;`);
   const pool = evaluatePool(authority.url, CONCURRENCY);
-  const start = performance.now();
-  const window = { start, windowStart: start, windowEnd: start + SECONDS * 1000 };
+  const window = scenarioWindow(0, SECONDS * 1000);
   const senders = spread(orgs, CONCURRENCY, (own, i) => evaluateSender(pool, own.key, `capture-${i}`));
   const result = await closedLoop('capture', senders, { window, signal: AbortSignal.timeout(SECONDS * 1000 + 60_000) });
   await pool.close();
