@@ -17,10 +17,15 @@
  * is not refused (evaluate's 409): it is decided and recorded under `<id>#<digest of the question>`,
  * which makes it idempotent in turn.
  *
- * An entry that cannot be decided for a reason of its own (4xx: another credential used its request
- * id for this very question, say) is answered `false` with the error in its context, as AuthZEN asks. A failure of the
- * service itself (503: the audit log cannot be written) fails the whole request: entries already
- * decided stay recorded, and the caller, having no answer, must treat every entry as denied.
+ * Every 409 of the first attempt is retried under the derived id, whatever its cause, so a
+ * credential cannot tell from the answer whether another one asked the same question under that id
+ * (evaluate's refusals say nothing about the first request either).
+ *
+ * An entry that cannot be decided for a reason of its own (4xx: another credential holds both its
+ * request id and the id derived for this question, say) is answered `false` with the error in its
+ * context, as AuthZEN asks. A failure of the service itself (503: the audit log cannot be written)
+ * fails the whole request: entries already decided stay recorded, and the caller, having no answer,
+ * must treat every entry as denied.
  *
  * @example
  *   const answer = await decideAccess(deps, principal, evaluation, request.id);
