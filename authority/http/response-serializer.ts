@@ -5,10 +5,11 @@
  *
  * fastify-type-provider-zod's own serializer checks with zod's `encode`, which parses every value
  * that has checks twice, its whole subtree included (a first pass without the checks, then the
- * checks and the parse again): on evaluate's answer it costs about 4× zod's `parse`. Both give the same value for a schema without the parts whose encoding differs from
- * their parsing (transforms, pipes and codecs, defaults, prefaults, catches, lazy schemas, checks
- * that overwrite a value such as `.trim()`), so a route whose schema has none of them is checked
- * with `parse`, and any other keeps `encode`.
+ * checks and the parse again): on evaluate's answer it costs about 4× zod's `parse`. Both give
+ * the same value for a schema without the parts whose encoding differs from their parsing
+ * (transforms, pipes and codecs, defaults, prefaults, catches, lazy schemas, checks that overwrite
+ * a value such as `.trim()`), so a route whose schema has none of them is checked with `parse`,
+ * and any other keeps `encode`.
  *
  * @example
  *   app.setSerializerCompiler(responseSerializerCompiler);

@@ -276,10 +276,11 @@ async function composedFloor({ upstream: target, authority, apiKey, redisUrl, pe
 // ── The HTTP part of an evaluation's floor ───────────────────────────────────────────────────
 
 /**
- * fastify, the authority's server, with its defaults and no logger, and one POST route at `path` that parses the JSON body and
- * answers `answer` (a JSON text: a real evaluate answer, so the bytes on the wire are evaluate's):
- * what receiving and answering an evaluation costs before the authority does any of its own work.
- * fastify listens through its `server`, which routes once the instance is ready.
+ * fastify, the authority's server, with its defaults and no logger, and one POST route at `path`
+ * that parses the JSON body and answers `answer` (a JSON text: a real evaluate answer, so the
+ * bytes on the wire are evaluate's): what receiving and answering an evaluation costs before the
+ * authority does any of its own work. fastify listens through its `server`, which routes once the
+ * instance is ready.
  */
 async function fastifyJson({ path, answer }) {
   const { default: Fastify } = await import('fastify');
@@ -312,8 +313,16 @@ function otlpSink() {
 
 // ── Entry ─────────────────────────────────────────────────────────────────────────────────────
 
-const KINDS = { upstream, 'http-proxy-3': httpProxy3, undici: undiciForwarder, 'undici-dispatch': undiciDispatch, naive, 'composed-floor': composedFloor, 'fastify-json': fastifyJson,
-  'otlp-sink': otlpSink };
+const KINDS = {
+  upstream,
+  'http-proxy-3': httpProxy3,
+  undici: undiciForwarder,
+  'undici-dispatch': undiciDispatch,
+  naive,
+  'composed-floor': composedFloor,
+  'fastify-json': fastifyJson,
+  'otlp-sink': otlpSink,
+};
 
 async function main() {
   const kind = process.argv[2];

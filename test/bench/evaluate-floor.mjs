@@ -110,7 +110,6 @@ async function postgresPart(seconds, databaseUrl, answerText) {
   }
 }
 
-
 /**
  * fastify answering `answer` to the evaluate bench's own clients (`clients(url)`: `{ senders,
  * close }`), closed loop, after `warmupMs` of the same load (the authority gets its process
@@ -142,7 +141,7 @@ export async function measureEvaluateFloor({ answer, clients, databaseUrl, redis
   return { http, sign, redis, postgres };
 }
 
-/** Prints the parts, their sum, and evaluate's CPU per evaluation against it; returns the sum. */
+/** Prints the parts, their sum, and evaluate's CPU per evaluation against it. */
 export function evaluateFloorLines(log, { floor, evaluateUs }) {
   const { http, sign, redis, postgres } = floor;
   const sum = http.cpuUs + sign.cpuUs + redis.cpuUs + postgres.cpuUs;
@@ -156,7 +155,6 @@ export function evaluateFloorLines(log, { floor, evaluateUs }) {
   line('sum', sum);
   if (http.errors > 0) log(`  (the floor's HTTP server: ${http.errors} requests failed or were answered otherwise than expected)`);
   if (Number.isFinite(evaluateUs)) log(`  countersign evaluate, authority CPU per evaluation (1 org)  ${fmt(evaluateUs, 0).padStart(6)} µs = ${fmt(evaluateUs / sum, 2)}× the floor`);
-  return sum;
 }
 
 if (process.argv[1] === SCRIPT) {
