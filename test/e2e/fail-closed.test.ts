@@ -412,6 +412,14 @@ t.test('Redis emptied (FLUSHALL): used and revoked permits are refused as REPLAY
   if (!s) return;
   const used = await s.permit('used');
   t.equal((await s.send('/echo/used', used.token)).status, 200, 'the first use is forwarded');
+  // The authority's own record of the use: verify-permit reads it before the store, so whether
+  // the drain had brought it in before the loss would otherwise decide verify-permit's answer.
+  await eventually('the drain to record the first use', async () => {
+    const response = await s.api(`/v1/permits/${used.id}`);
+    return response.status === 200 && PermitResponse.parse(response.body).permit.status === 'consumed';
+  }, 20_000, 250);
+  // Issued before the loss and never used: nothing but the store could say whether it was.
+  const unused = await s.permit('unused');
   const revoked = await s.permit('revoked');
   const revocation = await request(`${s.authority.apiUrl}/v1/permits/${revoked.id}/revoke`, {
     method: 'POST',
@@ -433,12 +441,16 @@ t.test('Redis emptied (FLUSHALL): used and revoked permits are refused as REPLAY
   t.match(afterRevoke.json(), { error: 'permit_rejected', reason: 'REPLAY_STATE_RESET' }, 'the revoked permit is refused');
   t.same(s.upstream.received, ['POST /echo/used'], 'the upstream saw the used permit once and the revoked one never');
 
-  const verified = await request(`${s.authority.apiUrl}/v1-verify-permit`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${s.adminKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ permit_token: used.token }),
-  });
-  t.match(await verified.body.json(), { valid: false, verify_error_code: 'REPLAY_STATE_RESET' }, 'verify-permit refuses it too');
+  const verifyPermit = async (token: string) => {
+    const response = await request(`${s.authority.apiUrl}/v1-verify-permit`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${s.adminKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ permit_token: token }),
+    });
+    return response.body.json();
+  };
+  t.match(await verifyPermit(unused.token), { valid: false, verify_error_code: 'REPLAY_STATE_RESET' }, 'verify-permit refuses the unused permit issued before the loss');
+  t.match(await verifyPermit(used.token), { valid: false, verify_error_code: 'PERMIT_ALREADY_USED' }, "verify-permit refuses the used one from the authority's own record");
 
   // Permits issued after the authority read the new epoch (it reads it every few seconds) work.
   let fresh = 0;
