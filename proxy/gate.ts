@@ -23,7 +23,7 @@
  *   if (decision.action === 'block') return sendError(decision.code, decision.reason);
  *   const started = performance.now();
  *   const status = await forward(req, decision);
- *   executionRecords.add(executionRecord({ route, mode: decision.mode, requestId,
+ *   executionRecords.add(executionRecord({ route, mode: decision.mode, requestId, // gate-records.ts
  *     permitId: decision.permitId, claims: decision.claims, upstreamStatus: status,
  *     durationMs: performance.now() - started, atMs: Date.now() }), requestId);
  */
@@ -35,11 +35,10 @@ import type { PermitKeyResolver } from '../shared/permits/verify.js';
 import type { SharedStore } from '../shared/store/types.js';
 import { ATTR, SPAN, type SpanAttributes } from '../shared/telemetry/attributes.js';
 import { tracing } from '../shared/telemetry/index.js';
-import { verificationRecordFields } from '../shared/wire/verification-records.js';
-import type { UpstreamOutcome, VerificationRecord } from '../shared/wire/verification-records.js';
 import type { ProxyMode, ProxyRoute } from './config.js';
 import type { ExecutionRecords } from './execution-records.js';
 import { deriveFacts } from './facts.js';
+import { gateRecord } from './gate-records.js';
 
 export type GateErrorCode = 'permit_required' | 'permit_rejected' | 'gate_unavailable';
 
@@ -139,7 +138,7 @@ export function createGate(options: GateOptions): Gate {
     const appended = store
       .appendRecord(
         stream,
-        record({
+        gateRecord({
           kind: 'permit.rejected',
           route: input.route,
           mode,
@@ -237,7 +236,7 @@ export function createGate(options: GateOptions): Gate {
       store,
       record: (claims) => ({
         stream,
-        fields: record({
+        fields: gateRecord({
           kind: 'permit.verified',
           route,
           mode: route.mode,
@@ -286,92 +285,6 @@ function decisionAttributes(decision: GateDecision): SpanAttributes {
     [ATTR.verificationReason]: refusal?.reason,
     [ATTR.permitId]: decision.permitId ?? undefined,
   };
-}
-
-export interface ExecutionRecordInput {
-  route: Pick<ProxyRoute, 'name' | 'action_type'>;
-  mode: ProxyMode;
-  requestId: string;
-  permitId: string | null;
-  claims: PermitClaims | null;
-  /**
-   * `answered`, `not_reached` (the request never left) or `unknown` (it may have reached the
-   * upstream). Default: `answered` when `upstreamStatus` is a status, else `unknown`.
-   */
-  upstream?: UpstreamOutcome;
-  /** The upstream's status when it answered; null otherwise. */
-  upstreamStatus: number | null;
-  durationMs: number;
-  /** When the upstream answered or failed (ms since the epoch). */
-  atMs: number;
-  /** Why the answer is missing or incomplete: a stable code (forward.ts, upstream-outcome.ts) and words. */
-  code?: string;
-  reason?: string;
-}
-
-/**
- * The `execution.observed` record's fields, for the server to add to its execution records after the
- * upstream answered or failed. The permit stays consumed either way. Fails towards `unknown`: an
- * `answered` without a valid status cannot be believed, and a missing answer always has a code.
- */
-export function executionRecord(input: ExecutionRecordInput): Record<string, string> {
-  const status = input.upstreamStatus;
-  const validStatus = status !== null && Number.isInteger(status) && status >= 100 && status <= 999;
-  const claimed = input.upstream ?? (validStatus ? 'answered' : 'unknown');
-  const upstream = claimed === 'answered' && !validStatus ? 'unknown' : claimed;
-  const answered = upstream === 'answered';
-  const code = input.code ?? '';
-  return record({
-    kind: 'execution.observed',
-    route: input.route,
-    mode: input.mode,
-    nowMs: input.atMs,
-    requestId: input.requestId,
-    permitId: input.permitId ?? '',
-    actionType: input.claims?.act ?? input.route.action_type,
-    actorId: input.claims?.sub ?? '',
-    code: answered || code !== '' ? code : 'UPSTREAM_ERROR',
-    reason: answered || (input.reason ?? '') !== '' ? (input.reason ?? '') : 'the upstream did not answer',
-    upstreamStatus: answered ? String(status) : '',
-    durationMs: String(Math.max(0, Math.round(Number.isFinite(input.durationMs) ? input.durationMs : 0))),
-    upstream,
-  });
-}
-
-interface RecordInput {
-  kind: VerificationRecord['kind'];
-  route: Pick<ProxyRoute, 'name'>;
-  mode: ProxyMode;
-  nowMs: number;
-  requestId: string;
-  permitId: string;
-  actionType: string;
-  actorId: string;
-  code: string;
-  reason: string;
-  upstreamStatus?: string;
-  durationMs?: string;
-  /** execution.observed only. */
-  upstream?: UpstreamOutcome;
-}
-
-/** A record's fields; verificationRecordFields clamps each text to its cap, so a long request id cannot make the append (and so the gate) fail. */
-function record(input: RecordInput): Record<string, string> {
-  return verificationRecordFields({
-    kind: input.kind,
-    gate: `proxy:${input.route.name}`,
-    mode: input.mode,
-    at: new Date(input.nowMs).toISOString(),
-    request_id: input.requestId,
-    permit_id: input.permitId,
-    action_type: input.actionType,
-    actor_id: input.actorId,
-    code: input.code,
-    reason: input.reason,
-    upstream_status: input.upstreamStatus ?? '',
-    duration_ms: input.durationMs ?? '',
-    ...(input.upstream !== undefined ? { upstream: input.upstream } : {}),
-  });
 }
 
 function rejection(code: 'permit_required' | 'permit_rejected', verifyCode: string, detail: string): GateRefusal {

@@ -3,7 +3,8 @@
  * the database, cached briefly, re-read on an unknown kid (at most once a second), so a key
  * rotated in by another replica is found without a restart.
  */
-import { staticKeyResolver, type PermitKeyResolver } from '../../shared/permits/verify.js';
+import { staticKeyResolver } from '../../shared/permits/static-keys.js';
+import type { PermitKeyResolver } from '../../shared/permits/verify.js';
 import type { SigningKeys } from '../signing/keys.js';
 import type { Clock } from '../time.js';
 

@@ -27,7 +27,8 @@
  */
 import { LRUCache } from 'lru-cache';
 import type { JWK } from 'jose';
-import { staticKeyResolver, type PermitKeyResolver, type PermitVerificationKey } from './verify.js';
+import { staticKeyResolver } from './static-keys.js';
+import type { PermitKeyResolver, PermitVerificationKey } from './verify.js';
 
 export type KeyRefreshResult = 'ok' | 'failed' | 'skipped_cooldown';
 

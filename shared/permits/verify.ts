@@ -30,8 +30,8 @@
  *   });
  *   if (!outcome.valid) refuse(outcome.code, outcome.reason);
  */
-import { createPublicKey, KeyObject, verify as cryptoVerify } from 'node:crypto';
-import type { CryptoKey, JWK } from 'jose';
+import { KeyObject, verify as cryptoVerify } from 'node:crypto';
+import type { CryptoKey } from 'jose';
 import { keyObjectOf, processEd25519, type Ed25519Engine } from './ed25519.js';
 import type { PermitConsumption, RecordAppend, SharedStore } from '../store/types.js';
 import {
@@ -328,42 +328,6 @@ function checkBinding(claims: PermitClaims, binding: PermitBinding): VerifyOutco
     return refuse('BINDING_MISMATCH', 'the request does not match the facts the permit is bound to', claims);
   }
   return null;
-}
-
-/**
- * A resolver over a fixed JWKS (a file, or a set already fetched). Keys are imported once, on
- * first use; keys that are not Ed25519 public signing keys, or have no `kid`, are ignored (only
- * the public part `x` is imported, so a JWKS that leaks `d` is still used as public). When two
- * keys share a kid, the first wins.
- *
- * @example
- *   const keys = staticKeyResolver(JSON.parse(await readFile('permit-keys.json', 'utf8')));
- *   await keys.resolve('2026-11'); // a KeyObject, or null
- */
-export function staticKeyResolver(jwks: { keys: readonly JWK[] }): PermitKeyResolver {
-  let imported: Map<string, PermitVerificationKey> | undefined;
-  return {
-    async resolve(kid: string) {
-      imported ??= importEd25519Keys(jwks.keys);
-      return imported.get(kid) ?? null;
-    },
-  };
-}
-
-function importEd25519Keys(jwks: readonly JWK[]): Map<string, PermitVerificationKey> {
-  const keys = new Map<string, PermitVerificationKey>();
-  for (const jwk of jwks) {
-    if (jwk.kty !== 'OKP' || jwk.crv !== 'Ed25519' || typeof jwk.x !== 'string') continue;
-    if (typeof jwk.kid !== 'string' || jwk.kid.length === 0 || keys.has(jwk.kid)) continue;
-    if (jwk.use !== undefined && jwk.use !== 'sig') continue;
-    if (jwk.alg !== undefined && jwk.alg !== PERMIT_ALG && jwk.alg !== 'Ed25519') continue;
-    try {
-      keys.set(jwk.kid, createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: jwk.x }, format: 'jwk' }));
-    } catch {
-      // A malformed key cannot verify anything; the others still can.
-    }
-  }
-  return keys;
 }
 
 const ED25519_SIGNATURE_BYTES = 64;

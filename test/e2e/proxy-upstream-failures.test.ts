@@ -19,7 +19,7 @@ import { createProxyMetrics } from '../../proxy/metrics.js';
 import { createProxyServer, proxyState } from '../../proxy/server.js';
 import { createLogger } from '../../shared/logging.js';
 import { verificationStream } from '../../shared/permits/store-keys.js';
-import { staticKeyResolver } from '../../shared/permits/verify.js';
+import { staticKeyResolver } from '../../shared/permits/static-keys.js';
 import { ExecutionObservedDetails, verificationRecordFields, type VerificationRecord } from '../../shared/wire/verification-records.js';
 import { appBackends, realServersMissing } from '../helpers/backends.js';
 import { closeServer, deadUrl, listen } from '../helpers/loopback.js';

@@ -25,7 +25,7 @@ import { createProxyMetrics, type ProxyMetrics } from '../../proxy/metrics.js';
 import { gateState, type GateState } from '../../proxy/placement.js';
 import { createLogger } from '../../shared/logging.js';
 import { verificationStream } from '../../shared/permits/store-keys.js';
-import { staticKeyResolver } from '../../shared/permits/verify.js';
+import { staticKeyResolver } from '../../shared/permits/static-keys.js';
 import type { SharedStore } from '../../shared/store/types.js';
 import type { Harness } from './proxy-harness.js';
 

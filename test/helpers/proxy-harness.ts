@@ -24,7 +24,7 @@ import { createProxyMetrics, type ProxyMetrics } from '../../proxy/metrics.js';
 import { createProxyServer, proxyState, type ProxyState } from '../../proxy/server.js';
 import { createLogger } from '../../shared/logging.js';
 import { verificationStream } from '../../shared/permits/store-keys.js';
-import { staticKeyResolver } from '../../shared/permits/verify.js';
+import { staticKeyResolver } from '../../shared/permits/static-keys.js';
 import type { SharedStore } from '../../shared/store/types.js';
 import { EvaluateResponse } from '../../shared/wire/evaluate.js';
 import { VerificationRecord } from '../../shared/wire/verification-records.js';

@@ -5,7 +5,8 @@
  * when they are available.
  */
 import t from 'tap';
-import { staticKeyResolver, verifyPermit } from '../../shared/permits/verify.js';
+import { staticKeyResolver } from '../../shared/permits/static-keys.js';
+import { verifyPermit } from '../../shared/permits/verify.js';
 import { ErrorEnvelope } from '../../shared/wire/envelope.js';
 import { EvaluateResponse } from '../../shared/wire/evaluate.js';
 import { VerifyPermitResponse } from '../../shared/wire/permits.js';

@@ -23,13 +23,8 @@ import {
 } from '../../shared/permits/claims.js';
 import type { PermitClaims } from '../../shared/permits/claims.js';
 import { permitStoreKey, verificationStream } from '../../shared/permits/store-keys.js';
-import {
-  POOL_WHEN_IN_FLIGHT,
-  VERIFY_ERROR_CODES,
-  signatureRunsOnPool,
-  staticKeyResolver,
-  verifyPermit,
-} from '../../shared/permits/verify.js';
+import { staticKeyResolver } from '../../shared/permits/static-keys.js';
+import { POOL_WHEN_IN_FLIGHT, VERIFY_ERROR_CODES, signatureRunsOnPool, verifyPermit } from '../../shared/permits/verify.js';
 import type { PermitKeyResolver, SignatureOn, VerifyOutcome, VerifyPermitOptions } from '../../shared/permits/verify.js';
 import { MemoryStore } from '../../shared/store/memory.js';
 import { RedisStore } from '../../shared/store/redis.js';

@@ -34,6 +34,7 @@ const PER_REQUEST = [
   'proxy/ext-authz/http-server.ts',
   'proxy/forward.ts',
   'proxy/gate.ts',
+  'proxy/gate-records.ts',
   'proxy/http-messages.ts',
   'proxy/metrics.ts',
   'proxy/server.ts',

@@ -12,7 +12,7 @@
 import t from 'tap';
 import { errors } from 'undici';
 import { executionOutcome, unavailableError } from '../../proxy/forward.js';
-import { executionRecord } from '../../proxy/gate.js';
+import { executionRecord } from '../../proxy/gate-records.js';
 import { classifyUpstreamFailure, ClientGone, ProxyStopped } from '../../proxy/upstream-outcome.js';
 import { upstreamOutcomeOf, VerificationRecord } from '../../shared/wire/verification-records.js';
 
