@@ -13,10 +13,9 @@ import { PERMIT_ALG } from './claims.js';
 import type { PermitKeyResolver, PermitVerificationKey } from './verify.js';
 
 /**
- * A resolver over a fixed JWKS (a file, or a set already fetched). Keys are imported once, on
- * first use; keys that are not Ed25519 public signing keys, or have no `kid`, are ignored (only
- * the public part `x` is imported, so a JWKS that leaks `d` is still used as public). When two
- * keys share a kid, the first wins.
+ * Keys are imported once, on first use; keys that are not Ed25519 public signing keys, or have no
+ * `kid`, are ignored (only the public part `x` is imported, so a JWKS that leaks `d` is still used
+ * as public). When two keys share a kid, the first wins.
  */
 export function staticKeyResolver(jwks: { keys: readonly JWK[] }): PermitKeyResolver {
   let imported: Map<string, PermitVerificationKey> | undefined;

@@ -29,6 +29,7 @@ import { request } from 'undici';
 import { parseAuthorityConfig, type AuthorityConfig } from '../../authority/config.js';
 import { startAuthority, type RunningAuthority } from '../../authority/main.js';
 import { startProxy, type RunningProxy } from '../../proxy/main.js';
+import { CountersignClient } from '../../shared/client/client.js';
 import { createLogger } from '../../shared/logging.js';
 import { AuditEventsResponse } from '../../shared/wire/audit.js';
 import { EvaluateResponse } from '../../shared/wire/evaluate.js';
@@ -421,13 +422,9 @@ t.test('Redis emptied (FLUSHALL): used and revoked permits are refused as REPLAY
   // Issued before the loss and never used: nothing but the store could say whether it was.
   const unused = await s.permit('unused');
   const revoked = await s.permit('revoked');
-  const revocation = await request(`${s.authority.apiUrl}/v1/permits/${revoked.id}/revoke`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${s.adminKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ reason: 'test' }),
-  });
-  t.equal(revocation.statusCode, 200, 'revoked');
-  await revocation.body.dump();
+  const client = new CountersignClient({ baseUrl: s.authority.apiUrl, apiKey: s.adminKey });
+  t.teardown(() => client.close());
+  t.equal((await client.revokePermit(revoked.id, 'test')).status, 'revoked', 'revoked');
 
   // Everything the store held is lost, the epoch key with it.
   const flush = new Redis(s.redis.url, { maxRetriesPerRequest: 0 });
@@ -441,16 +438,8 @@ t.test('Redis emptied (FLUSHALL): used and revoked permits are refused as REPLAY
   t.match(afterRevoke.json(), { error: 'permit_rejected', reason: 'REPLAY_STATE_RESET' }, 'the revoked permit is refused');
   t.same(s.upstream.received, ['POST /echo/used'], 'the upstream saw the used permit once and the revoked one never');
 
-  const verifyPermit = async (token: string) => {
-    const response = await request(`${s.authority.apiUrl}/v1-verify-permit`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${s.adminKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ permit_token: token }),
-    });
-    return response.body.json();
-  };
-  t.match(await verifyPermit(unused.token), { valid: false, verify_error_code: 'REPLAY_STATE_RESET' }, 'verify-permit refuses the unused permit issued before the loss');
-  t.match(await verifyPermit(used.token), { valid: false, verify_error_code: 'PERMIT_ALREADY_USED' }, "verify-permit refuses the used one from the authority's own record");
+  t.match(await client.verifyPermit({ permit_token: unused.token }), { valid: false, verify_error_code: 'REPLAY_STATE_RESET' }, 'verify-permit refuses the unused permit issued before the loss');
+  t.match(await client.verifyPermit({ permit_token: used.token }), { valid: false, verify_error_code: 'PERMIT_ALREADY_USED' }, "verify-permit refuses the used one from the authority's own record");
 
   // Permits issued after the authority read the new epoch (it reads it every few seconds) work.
   let fresh = 0;
