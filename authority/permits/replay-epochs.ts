@@ -10,7 +10,7 @@
  * again). A new epoch is logged: it means the store lost its state.
  *
  * A permit signed after `ensure` resolved was issued after the epoch began, whatever the clocks
- * say; so its `iat` is at least the epoch (an authority clock behind Redis's would otherwise date
+ * say; so its `iat_ms` is at least the epoch (an authority clock behind Redis's would otherwise date
  * it before the epoch, and every gate would refuse it).
  *
  * @example

@@ -68,9 +68,10 @@ export function buildPermitClaims(input: BuildPermitClaimsInput): PermitClaims {
   }
   const bnd = input.bindingHash ?? bindingHash(input.org, bound);
 
-  // Milliseconds in iat (for the replay store's epoch fence); nbf and exp stay whole seconds.
-  const iat = Math.floor(input.nowMs) / 1000;
-  const nbf = Math.floor(input.nowMs / 1000);
+  // Whole seconds, floored, so that a verifier's clock reads at least iat and nbf the moment the
+  // permit exists; the exact millisecond goes to iat_ms, for the replay store's epoch fence.
+  const issuedAtMs = Math.floor(input.nowMs);
+  const iat = Math.floor(issuedAtMs / 1000);
   const claims: Record<string, unknown> = {
     iss: input.issuer,
     aud: input.audience,
@@ -84,8 +85,9 @@ export function buildPermitClaims(input: BuildPermitClaimsInput): PermitClaims {
     pv: input.policyVersion,
     one: true,
     iat,
-    nbf,
-    exp: nbf + lifetime,
+    iat_ms: issuedAtMs,
+    nbf: iat,
+    exp: iat + lifetime,
   };
   if (bound['environment'] !== undefined) claims['env'] = normalizeBoundFact('environment', bound['environment']);
   if (bound['target'] !== undefined) {

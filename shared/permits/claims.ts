@@ -58,13 +58,24 @@ export function isPermitId(value: string): boolean {
   return PERMIT_ID_PATTERN.test(value);
 }
 
+/**
+ * `iat`, `nbf` and `exp` are whole-second NumericDates: standard JWT libraries compare them with a
+ * whole-second clock, and a fractional `iat` looked to them like a permit from the future for up
+ * to a second after it was issued. A fractional `iat` (what authorities before whole seconds
+ * signed) is refused rather than read two ways: the authority is upgraded before the gates, and
+ * such a permit lives at most MAX_PERMIT_LIFETIME_SECONDS, so refusing it (the caller evaluates
+ * again and gets one of this form) costs at most minutes of refusals during an upgrade, while
+ * accepting it would keep a second shape of permit alive for good.
+ */
 const seconds = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
 /**
- * `iat` carries milliseconds (RFC 7519 NumericDate may be fractional): the replay store's epoch
- * fence compares it with the moment the store's state began, and whole seconds would leave a
- * second-long window in which a permit issued just before a loss passes the fence.
+ * `iat_ms`: the moment of issue in integer milliseconds, for the replay store's epoch fence, which
+ * compares it with the moment the store's state began; whole seconds would leave a second-long
+ * window in which a permit issued just before a loss passes the fence. It lies within `iat`'s
+ * second (`iat` is its floor). Optional: a permit without it is fenced by `iat` alone (see
+ * `issuedAtMs`).
  */
-const issuedAt = z.number().nonnegative().max(Number.MAX_SAFE_INTEGER / 1000);
+const milliseconds = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
 
 export const PermitTarget = z.strictObject({ type: z.string(), id: z.string() });
 
@@ -94,11 +105,16 @@ export const PermitClaims = z
     pv: z.number().int().nonnegative(),
     one: z.literal(true),
     apr: z.array(z.string().min(1)).optional(),
-    iat: issuedAt,
+    iat: seconds,
+    iat_ms: milliseconds.optional(),
     nbf: seconds,
     exp: seconds,
   })
-  .refine((c) => c.exp > c.nbf && c.nbf >= Math.floor(c.iat), {
+  .refine((c) => c.iat_ms === undefined || Math.floor(c.iat_ms / 1000) === c.iat, {
+    message: 'iat_ms must fall within the second iat names',
+    path: ['iat_ms'],
+  })
+  .refine((c) => c.exp > c.nbf && c.nbf >= c.iat, {
     message: 'a permit must satisfy iat <= nbf < exp',
     path: ['exp'],
   })
@@ -108,4 +124,14 @@ export const PermitClaims = z
   });
 
 export type PermitClaims = z.infer<typeof PermitClaims>;
+
+/**
+ * The moment of issue the epoch fence compares with the store's epoch: `iat_ms`, or, for a permit
+ * without it, the start of `iat`'s second. That start is never later than the true moment (`iat`
+ * is floored), so the fence then refuses a permit issued in the epoch's own second even if it came
+ * after the epoch: it errs towards refusing (the caller evaluates again), never towards accepting.
+ */
+export function issuedAtMs(claims: Pick<PermitClaims, 'iat' | 'iat_ms'>): number {
+  return claims.iat_ms ?? claims.iat * 1000;
+}
 export type PermitTarget = z.infer<typeof PermitTarget>;

@@ -41,7 +41,7 @@ import {
   bindingHashesEqual,
   factOf,
 } from './binding.js';
-import { PERMIT_ALG, PERMIT_LEEWAY_SECONDS, PERMIT_TYP, PermitClaims } from './claims.js';
+import { PERMIT_ALG, PERMIT_LEEWAY_SECONDS, PERMIT_TYP, PermitClaims, issuedAtMs } from './claims.js';
 import { permitStoreKey, replayEpochKey } from './store-keys.js';
 import { ATTR, SPAN } from '../telemetry/attributes.js';
 import { tracing } from '../telemetry/index.js';
@@ -274,7 +274,7 @@ async function verify(options: VerifyPermitOptions): Promise<VerifyOutcome> {
 /** The epoch fence, revocation and consume, with the verification record, in one step of the store. */
 function consume(options: VerifyPermitOptions, claims: PermitClaims, ttlMs: number): Promise<PermitConsumption> {
   return options.store.consumePermit(permitStoreKey(claims.org, claims.jti), ttlMs, options.record?.(claims), {
-    fence: { epochKey: replayEpochKey(claims.org), issuedAtMs: claims.iat * 1000 },
+    fence: { epochKey: replayEpochKey(claims.org), issuedAtMs: issuedAtMs(claims) },
     ...(options.consumeTimeoutMs !== undefined ? { timeoutMs: options.consumeTimeoutMs } : {}),
   });
 }

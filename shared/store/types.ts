@@ -31,7 +31,8 @@ export interface SharedStore {
   /**
    * The epoch of `epochKey`'s state (ms since the epoch, on the store's clock), created now when
    * missing: the moment from which the store holds every consumption and revocation it was told
-   * of. The authority calls it before it issues permits, so that their `iat` follows the epoch.
+   * of. The authority calls it before it issues permits, so that their moment of issue (`iat_ms`)
+   * follows the epoch.
    */
   ensureEpoch(epochKey: string): Promise<number>;
 

@@ -306,8 +306,12 @@ t.test('claims that do not parse', async (t) => {
     ['exp before nbf', { ...claims, exp: claims.nbf }],
     ['bkeys without actor_id', { ...claims, bkeys: ['action_type'] }],
     ['aud as an array', { ...claims, aud: [DEFAULT_PERMIT_AUDIENCE] }],
-    ['iat after nbf', { ...claims, iat: claims.nbf + 1.5 }],
-    ['negative iat', { ...claims, iat: -0.5 }],
+    ['iat after nbf', { ...claims, iat: claims.nbf + 1, iat_ms: undefined }],
+    ['negative iat', { ...claims, iat: -1, iat_ms: undefined }],
+    ['a fractional iat (milliseconds belong in iat_ms)', { ...claims, iat: claims.iat - 0.5, iat_ms: undefined }],
+    ['iat_ms outside the second of iat', { ...claims, iat_ms: (claims.iat + 1) * 1000 }],
+    ['iat_ms before the second of iat', { ...claims, iat_ms: claims.iat * 1000 - 1 }],
+    ['a fractional iat_ms', { ...claims, iat_ms: claims.iat * 1000 + 0.5 }],
   ];
   for (const [name, payload] of bad) {
     const outcome = await verifyPermit(options(t, await rawSign(header, payload)));
@@ -522,8 +526,10 @@ t.test('buildPermitClaims', async (t) => {
   const { facts, keys: bkeys } = boundFacts({ action_type: 'deploy.production', actor_id: 'ci', context: { environment: 'prod' } }, []);
   const base = { issuer: ISSUER, audience: DEFAULT_PERMIT_AUDIENCE, org: ORG, requestId: 'r', facts, keys: bkeys, policyVersion: 1, nowMs: T0 + 999 };
   const short = buildPermitClaims({ ...base, lifetimeSeconds: 0 });
-  t.equal(short.iat, IAT + 0.999, 'iat carries the milliseconds of now (for the epoch fence)');
-  t.equal(short.nbf, IAT, 'nbf is floor(now / 1000)');
+  t.equal(short.iat, IAT, 'iat is floor(now / 1000): whole seconds');
+  t.equal(short.iat_ms, T0 + 999, 'iat_ms carries the millisecond of now (for the epoch fence)');
+  t.equal(short.nbf, IAT, 'nbf is iat');
+  t.equal(buildPermitClaims({ ...base, nowMs: T0 + 999.9, lifetimeSeconds: 60 }).iat_ms, T0 + 999, 'iat_ms is floored to an integer');
   t.equal(short.exp, IAT + 1, 'lifetime at least 1 s');
   t.equal(buildPermitClaims({ ...base, lifetimeSeconds: 10_000 }).exp, IAT + MAX_PERMIT_LIFETIME_SECONDS, 'lifetime at most 300 s');
   t.match(short.jti, /^[A-Za-z0-9_-]{22}$/);
