@@ -64,6 +64,17 @@ const MAX_BODY_LIMIT = 64 * 1024 * 1024;
 const BodyLimit = z.number().int().positive().max(MAX_BODY_LIMIT);
 const DEFAULT_MAX_BODY_BYTES = 65_536;
 
+/**
+ * The records the proxy holds while the store cannot take them (record-backlog.ts): how many at
+ * most, and optionally a file that keeps them across a restart (one per proxy process).
+ */
+const Records = z
+  .object({
+    backlog_max: z.number().int().min(1).max(1_000_000).default(10_000),
+    backlog_file: z.string().min(1).optional(),
+  })
+  .strict();
+
 const Authority = z
   .object(
     {
@@ -172,6 +183,8 @@ export const ProxyConfigSchema = z
     log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     max_body_bytes: BodyLimit.default(DEFAULT_MAX_BODY_BYTES),
     routes: Routes,
+    /** The record backlog: records held while the store cannot take them. */
+    records: Records.default({ backlog_max: 10_000 }),
     /** Requests forwarded without a permit while `unmatched` is deny (pass-through.ts). */
     pass_through: PassThroughSchema,
     /** The gate as an Envoy external authorizer (ext-authz/config.ts). */

@@ -1,35 +1,35 @@
 /**
- * The `execution.observed` records of permitted requests, appended in small batches rather than
- * one by one. The record is written after the upstream answered, so it is not on any request's
- * critical path; what it costs is the append and its durability acknowledgement. Records
- * collected over a few milliseconds go out together (`appendRecords`: one write, and one
- * acknowledgement for the whole batch), which takes most of that off the proxy at moderate rates,
- * where requests do not share event-loop turns and so do not share writes on their own.
+ * The `execution.observed` records of permitted requests, handed to the record backlog
+ * (record-backlog.ts) in small batches rather than one by one. The record is written after the
+ * upstream answered, so it is not on any request's critical path; what it costs is the append and
+ * its durability acknowledgement. Records collected over a few milliseconds go out together (one
+ * write, and one acknowledgement for the whole batch), which takes most of that off the proxy at
+ * moderate rates, where requests do not share event-loop turns and so do not share writes on
+ * their own.
  *
  * `permit.verified` and `permit.rejected` are not batched: the first is appended in the same atomic
  * step as the consume, the second before the refusal is answered. The gate calls `flush()` just
  * before it appends a `permit.rejected`, so a permit's records keep the order things happened in
- * (its execution before a replay's refusal): the appends go out on one connection, in order.
+ * (its execution before a replay's refusal): the backlog writes in the order it is given records.
  *
- * A record waits at most `flushAfterMs` (or until `maxBatch` are waiting). A failed append is
- * reported to `onError` with its request id and never affects an answer. `close()` appends what
- * is waiting and resolves when every append has settled, so a graceful stop loses nothing.
+ * A record waits at most `flushAfterMs` (or until `maxBatch` are waiting). An append the store
+ * cannot take is held by the backlog and written once the store is back; it never affects an
+ * answer. `close()` hands over what is waiting and resolves once every batch is written or held,
+ * so a graceful stop loses nothing here (the backlog's own close decides what becomes of what it holds).
  *
  * @example
- *   const records = createExecutionRecords({ store, stream: verificationStream(org), onError: (error, requestId) => log(error, requestId) });
- *   const gate = createGate({ ..., executionRecords: records });
+ *   const backlog = await openRecordBacklog({ store, stream: verificationStream(org), logger });
+ *   const records = createExecutionRecords({ records: backlog });
+ *   const gate = createGate({ ..., records: backlog, executionRecords: records });
  *   const proxy = createProxyServer({ ..., gate, executionRecords: records });
- *   records.add(executionRecord({ ... }), requestId); // what the server does after an answer
+ *   records.add(executionRecord({ ... })); // what the server does after an answer
  *   await records.close(); // on shutdown (proxy.close() does it)
  */
-import type { SharedStore } from '../shared/store/types.js';
+import type { RecordBacklog, RecordFields } from './record-backlog.js';
 
 export interface ExecutionRecordsOptions {
-  store: Pick<SharedStore, 'appendRecords'>;
-  /** The organization's verification stream (the gate's). */
-  stream: string;
-  /** Called once per record whose append failed; must not throw. */
-  onError: (error: unknown, requestId: string) => void;
+  /** Where the batches go, in order with the gate's refusals: the process's record backlog. */
+  records: Pick<RecordBacklog, 'append'>;
   /** The longest a record waits before it is appended; default 5 ms. */
   flushAfterMs?: number;
   /** A batch this large is appended at once; default 64. */
@@ -38,23 +38,18 @@ export interface ExecutionRecordsOptions {
 
 export interface ExecutionRecords {
   /** Queues one record's fields; appended within `flushAfterMs`. */
-  add(fields: Record<string, string>, requestId: string): void;
-  /** Issues the appends of what is waiting now (synchronously, in order); resolves when they have settled. */
+  add(fields: RecordFields): void;
+  /** Hands what is waiting now to the backlog (synchronously, in order); resolves once it is written or held. */
   flush(): Promise<void>;
-  /** Appends what is waiting and waits for every append still in flight. */
+  /** Hands over what is waiting and waits until every batch handed over is written or held. */
   close(): Promise<void>;
 }
 
-interface Waiting {
-  fields: Record<string, string>;
-  requestId: string;
-}
-
 export function createExecutionRecords(options: ExecutionRecordsOptions): ExecutionRecords {
-  const { store, stream, onError } = options;
+  const { records } = options;
   const flushAfterMs = options.flushAfterMs ?? 5;
   const maxBatch = options.maxBatch ?? 64;
-  let waiting: Waiting[] = [];
+  let waiting: RecordFields[] = [];
   let timer: NodeJS.Timeout | undefined;
   const inFlight = new Set<Promise<void>>();
 
@@ -66,25 +61,15 @@ export function createExecutionRecords(options: ExecutionRecordsOptions): Execut
     if (waiting.length === 0) return Promise.resolve();
     const batch = waiting;
     waiting = [];
-    const report = (error: unknown, requestId: string) => {
-      try {
-        onError(error, requestId);
-      } catch {
-        // onError must not throw; if it does, the other records of the batch are still reported.
-      }
-    };
-    const appended = store.appendRecords(stream, batch.map(({ fields }) => fields)).then(
-      (outcomes) => outcomes.forEach((outcome, i) => outcome.status === 'rejected' && report(outcome.reason, batch[i]!.requestId)),
-      (error: unknown) => batch.forEach(({ requestId }) => report(error, requestId)),
-    );
+    const appended = records.append(batch);
     inFlight.add(appended);
     void appended.finally(() => inFlight.delete(appended));
     return appended;
   }
 
   return {
-    add(fields, requestId) {
-      waiting.push({ fields, requestId });
+    add(fields) {
+      waiting.push(fields);
       if (waiting.length >= maxBatch) void flush();
       else timer ??= setTimeout(() => void flush(), flushAfterMs);
     },

@@ -3,12 +3,16 @@
  * `permit.verified` (with the consume), `permit.rejected` (with a refusal) and, after the
  * upstream answered or failed, `execution.observed`. Every text is clamped to its cap
  * (verificationRecordFields), so a long request id cannot make an append, and so the gate, fail.
+ * Each record carries an id of its own (`gate_record_id`, a random UUID), made once here: a
+ * record appended again after an append whose outcome was unknown (record-backlog.ts) keeps it,
+ * and the authority's drain records it once.
  *
  * @example
  *   const fields = executionRecord({ route, mode: 'enforce', requestId, permitId: claims.jti, claims,
  *     upstreamStatus: 200, durationMs: 12, atMs: Date.now() });
  *   executionRecords.add(fields, requestId); // execution-records.ts appends it in the next batch
  */
+import { randomUUID } from 'node:crypto';
 import type { PermitClaims } from '../shared/permits/claims.js';
 import { verificationRecordFields } from '../shared/wire/verification-records.js';
 import type { UpstreamOutcome, VerificationRecord } from '../shared/wire/verification-records.js';
@@ -81,7 +85,7 @@ export interface GateRecordInput {
   upstream?: UpstreamOutcome;
 }
 
-/** One record's stream fields, every text clamped to its cap. */
+/** One record's stream fields, every text clamped to its cap, with a new gate record id. */
 export function gateRecord(input: GateRecordInput): Record<string, string> {
   return verificationRecordFields({
     kind: input.kind,
@@ -97,5 +101,6 @@ export function gateRecord(input: GateRecordInput): Record<string, string> {
     upstream_status: input.upstreamStatus ?? '',
     duration_ms: input.durationMs ?? '',
     ...(input.upstream !== undefined ? { upstream: input.upstream } : {}),
+    gate_record_id: randomUUID(),
   });
 }

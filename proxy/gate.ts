@@ -13,19 +13,21 @@
  * - Tracing on (shared/telemetry): each check is a `countersign.gate.check` span with its verdict
  *   (result, reason, mode, permit id); the consume under it is verify.ts's.
  * - Every refusal, in either mode, appends a `permit.rejected` record to the organization's
- *   verification stream. A success appends `permit.verified` in the same atomic step as the
- *   consume (in shadow mode too: the permit was used, so a replay must fail later as well).
+ *   verification stream through the record backlog (record-backlog.ts), which holds it while the
+ *   store cannot take it and writes it once the store is back. A success appends
+ *   `permit.verified` in the same atomic step as the consume (in shadow mode too: the permit was
+ *   used, so a replay must fail later as well).
  *
  * @example
  *   const gate = createGate({ organization: config.organization, issuer: config.issuer,
- *     audience: config.audience, keys, store, permitHeader: config.permit_header, executionRecords });
+ *     audience: config.audience, keys, store, permitHeader: config.permit_header, records: backlog, executionRecords });
  *   const decision = await gate.check({ route, params, query, headers: req.headers, requestId });
  *   if (decision.action === 'block') return sendError(decision.code, decision.reason);
  *   const started = performance.now();
  *   const status = await forward(req, decision);
  *   executionRecords.add(executionRecord({ route, mode: decision.mode, requestId, // gate-records.ts
  *     permitId: decision.permitId, claims: decision.claims, upstreamStatus: status,
- *     durationMs: performance.now() - started, atMs: Date.now() }), requestId);
+ *     durationMs: performance.now() - started, atMs: Date.now() }));
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import type { PermitClaims } from '../shared/permits/claims.js';
@@ -39,6 +41,7 @@ import type { ProxyMode, ProxyRoute } from './config.js';
 import type { ExecutionRecords } from './execution-records.js';
 import { deriveFacts } from './facts.js';
 import { gateRecord } from './gate-records.js';
+import type { RecordBacklog } from './record-backlog.js';
 
 export type GateErrorCode = 'permit_required' | 'permit_rejected' | 'gate_unavailable';
 
@@ -100,11 +103,14 @@ export interface GateOptions {
   now?: () => number;
   /** The permit header (any case); default `x-service-permit`. */
   permitHeader?: string;
-  /** Called when a `permit.rejected` record could not be appended (logs, metrics); must not throw. */
-  onRecordError?: (error: unknown) => void;
+  /**
+   * Where `permit.rejected` records go: the process's record backlog (record-backlog.ts), shared
+   * with the execution records, which writes in order and holds what the store cannot take.
+   */
+  records: Pick<RecordBacklog, 'append'>;
   /**
    * The server's batched `execution.observed` records (execution-records.ts). They are flushed
-   * before a `permit.rejected` is appended, so the stream keeps a permit's records in order.
+   * into the backlog before a `permit.rejected` is appended, so the stream keeps a permit's records in order.
    */
   executionRecords?: Pick<ExecutionRecords, 'flush'>;
 }
@@ -117,12 +123,11 @@ export interface Gate {
 const MAX_TOKEN_LENGTH = 16 * 1024;
 
 export function createGate(options: GateOptions): Gate {
-  const { organization, issuer, audience, keys, store } = options;
+  const { organization, issuer, audience, keys, store, records } = options;
   const now = options.now ?? Date.now;
   const permitHeader = (options.permitHeader ?? 'x-service-permit').toLowerCase();
   // Throws on a bad organization id at construction, not on the first request.
   const stream = verificationStream(organization);
-  const onRecordError = options.onRecordError ?? (() => undefined);
 
   async function refuse(
     input: GateInput,
@@ -132,30 +137,28 @@ export function createGate(options: GateOptions): Gate {
     actorId: string,
   ): Promise<GateDecision> {
     const mode = input.route.mode;
-    // Issued before the refusal's append, on the same connection: an execution still waiting in
-    // the batch (this permit's first use, say) reaches the stream before this replay's refusal.
+    // Handed to the backlog before the refusal, which writes in order: an execution still waiting
+    // in the batch (this permit's first use, say) reaches the stream before this replay's refusal.
     void options.executionRecords?.flush();
-    const appended = store
-      .appendRecord(
-        stream,
-        gateRecord({
-          kind: 'permit.rejected',
-          route: input.route,
-          mode,
-          nowMs,
-          requestId: input.requestId,
-          permitId: claims?.jti ?? '',
-          actionType: input.route.action_type,
-          actorId: claims?.sub ?? actorId,
-          code: refusal.verifyCode ?? refusal.reason,
-          reason: refusal.detail,
-        }),
-      )
-      // The decision does not depend on the record: a block stays a block (enforce), and a
-      // shadow route keeps forwarding, since shadow must never take the upstream down with the store.
-      .then(() => undefined, onRecordError);
+    // Resolves once written or held, never rejects: the decision does not depend on the record. A
+    // block stays a block (enforce), and a shadow route keeps forwarding, since shadow must never
+    // take the upstream down with the store.
+    const appended = records.append([
+      gateRecord({
+        kind: 'permit.rejected',
+        route: input.route,
+        mode,
+        nowMs,
+        requestId: input.requestId,
+        permitId: claims?.jti ?? '',
+        actionType: input.route.action_type,
+        actorId: claims?.sub ?? actorId,
+        code: refusal.verifyCode ?? refusal.reason,
+        reason: refusal.detail,
+      }),
+    ]);
     // A 503 means the store is failing: the answer does not wait for it a second time (the
-    // verification already took its timeout). Other refusals are on the record before they are answered.
+    // verification already took its timeout). Other refusals are on the record (or held) before they are answered.
     if (refusal.status !== 503) await appended;
     if (mode === 'shadow') {
       return { action: 'forward', mode, permitId: claims?.jti ?? null, claims, wouldBlock: refusal };

@@ -18,8 +18,11 @@
  *   upstream, unmatched, permit header, issuer, audience, log level) on every front door, an
  *   invalid one keeps the last good one, logs every bad field and sets
  *   `countersign_proxy_config_reload_success` to 0. `listen`, `admin_listen`, `redis_url`,
- *   `organization`, `authority` and `ext_authz` need a restart: a change to them is logged and
- *   ignored, and the configuration in force keeps the old values.
+ *   `organization`, `authority`, `ext_authz` and `records` need a restart: a change to them is
+ *   logged and ignored, and the configuration in force keeps the old values.
+ * - Records: every front door's refusals and executions go to the stream through one record
+ *   backlog (record-backlog.ts), which holds what the store cannot take and writes it once the
+ *   store is back; `close()` gives it `recordsCloseTimeoutMs` to do so after the front doors stop.
  *
  * @example
  *   const proxy = await startProxy('config/proxy.yaml', { store: authority.store });
@@ -47,6 +50,7 @@ import { handleAdmin } from './admin.js';
 import { loadProxyConfig, ProxyConfigError, readProxyApiKey, type ProxyConfig } from './config.js';
 import { requireOrganization } from './organization.js';
 import { createExecutionRecords } from './execution-records.js';
+import { openRecordBacklog } from './record-backlog.js';
 import { forwards } from './ext-authz/config.js';
 import { serveExtAuthz, type ExtAuthzListeners } from './ext-authz/serve.js';
 import { createGate, type Gate } from './gate.js';
@@ -79,6 +83,8 @@ export interface StartProxyOptions {
   readyTimeoutMs?: number;
   /** `close()` lets in-flight requests finish for up to this long, then cuts them; default 10 s. */
   drainTimeoutMs?: number;
+  /** Then tries to write the records held for the store for up to this long; default 5 s. */
+  recordsCloseTimeoutMs?: number;
 }
 
 export interface RunningProxy {
@@ -98,7 +104,7 @@ export interface RunningProxy {
 }
 
 /** Changing these needs a restart: they are bound to listeners, connections or the key cache. */
-const RESTART_ONLY = ['listen', 'admin_listen', 'redis_url', 'store', 'organization', 'authority', 'ext_authz'] as const;
+const RESTART_ONLY = ['listen', 'admin_listen', 'redis_url', 'store', 'organization', 'authority', 'ext_authz', 'records'] as const;
 
 export async function startProxy(configFile: string, options: StartProxyOptions = {}): Promise<RunningProxy> {
   const env = options.env ?? process.env;
@@ -154,13 +160,22 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
 
     // `organization` needs a restart, so every gate below appends to this one stream.
     const stream = verificationStream(initial.organization);
-    // A record that could not be appended never changes an answer; it is counted and logged.
-    const recordAppendFailed = (record: string) => (error: unknown, requestId?: string) => {
-      metrics.recordAppendFailures.inc();
-      logger.warn({ err: error, record, request_id: requestId }, 'could not append a verification record');
-    };
+    // Every front door's refusals and executions go through this one backlog: a record the store
+    // cannot take never changes an answer; it is held and written once the store is back.
+    const records = await openRecordBacklog({
+      store,
+      stream,
+      maxHeld: initial.records.backlog_max,
+      ...(initial.records.backlog_file !== undefined ? { file: initial.records.backlog_file } : {}),
+      logger,
+      onAppendFailed: (count) => metrics.recordAppendFailures.inc(count),
+      onDropped: (count, reason) => metrics.recordsDropped.inc({ reason }, count),
+    });
+    // After the front doors have closed (added later, so released earlier), before the store.
+    resources.add(() => records.close(options.recordsCloseTimeoutMs ?? 5_000));
+    metrics.setRecordsHeldSource(() => records.size());
     // execution.observed records, batched (execution-records.ts).
-    const executionRecords = createExecutionRecords({ store, stream, onError: recordAppendFailed('execution.observed') });
+    const executionRecords = createExecutionRecords({ records });
     const buildGate = (config: ProxyConfig): Gate =>
       createGate({
         organization: config.organization,
@@ -170,7 +185,7 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
         store,
         now,
         permitHeader: config.permit_header,
-        onRecordError: recordAppendFailed('permit.rejected'),
+        records,
         executionRecords,
       });
     let inner = buildGate(initial);

@@ -49,7 +49,17 @@ export interface ProxyMetrics {
   readonly configReloadTimestamp: Gauge;
   /** result: success | failure. */
   readonly keyRefreshes: Counter<'result'>;
+  /** Records whose append failed when they were made: each is held (`recordsHeld`) and written once the store is back. */
   readonly recordAppendFailures: Counter;
+  /**
+   * `countersign_proxy_records_dropped_total{reason}`: records that will not reach the audit log
+   * (record-backlog.ts: `backlog_full`, `unreadable`, `shutdown`). Each is logged too.
+   */
+  readonly recordsDropped: Counter<'reason'>;
+  /** `countersign_proxy_records_held`: records the proxy holds for the stream, read on each scrape. */
+  readonly recordsHeld: Gauge;
+  /** Where the held records are counted on each scrape. */
+  setRecordsHeldSource(count: () => number): void;
   /**
    * `countersign_proxy_ext_authz_checks_total{transport, outcome}`: the Envoy external authorizer's
    * answers by transport. They are in `requests` too (by route); this tells the front doors apart.
@@ -135,8 +145,23 @@ export function createProxyMetrics(): ProxyMetrics {
   });
   const recordAppendFailures = new Counter({
     name: 'countersign_proxy_record_append_failures_total',
-    help: 'Verification or execution records that could not be appended to the verification stream.',
+    help: 'Verification or execution records that could not be appended to the verification stream when they were made; each is held and written once the store is back (countersign_proxy_records_held).',
     registers,
+  });
+  const recordsDropped = new Counter({
+    name: 'countersign_proxy_records_dropped_total',
+    help: 'Verification or execution records dropped without reaching the verification stream, by reason: backlog_full (past records.backlog_max), unreadable (a line of the backlog file that is not a record), shutdown (still held at shutdown, with no backlog file). Each is logged.',
+    labelNames: ['reason'] as const,
+    registers,
+  });
+  let heldSource: (() => number) | null = null;
+  const recordsHeld = new Gauge({
+    name: 'countersign_proxy_records_held',
+    help: 'Verification or execution records the proxy holds because the store could not take them yet (written in order once it is back), or that are on their way to it.',
+    registers,
+    collect() {
+      if (heldSource !== null) this.set(heldSource());
+    },
   });
 
   const extAuthzChecks = new Counter({
@@ -176,6 +201,11 @@ export function createProxyMetrics(): ProxyMetrics {
     configReloadTimestamp,
     keyRefreshes,
     recordAppendFailures,
+    recordsDropped,
+    recordsHeld,
+    setRecordsHeldSource(count) {
+      heldSource = count;
+    },
     extAuthzChecks,
     recordBacklog,
     setRecordBacklogSource(count) {

@@ -16,7 +16,8 @@
  *   gate alone), nor are client-supplied `x-countersign-*` headers, so the upstream can trust them.
  * - A permitted request (verified, not a shadow would-block) gets an `execution.observed` record
  *   after the answer, appended within a few milliseconds in a batch with others
- *   (execution-records.ts); a failed append is counted and logged and never changes the answer.
+ *   (execution-records.ts); one the store cannot take is held and written once it is back
+ *   (record-backlog.ts), and never changes the answer.
  *   It says whether the upstream answered (with the status), was not reached, or may have been
  *   (forward.ts, upstream-outcome.ts); the caller's 502 says the same in its `reason`.
  * - Tracing on (shared/telemetry): each request runs in a server span joining the caller's
@@ -178,7 +179,6 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
           code: result.code,
           reason: result.reason,
         }),
-        requestId,
       );
     }
   }

@@ -3,7 +3,10 @@
  * store into the audit log: at least once (a record leaves the stream only after the transaction
  * that recorded it has committed) and exactly once in the log (a ledger keyed by the record's
  * stream id skips anything recorded before, whether by a crash between commit and trim or by
- * another replica draining at the same time).
+ * another replica draining at the same time; keyed as well by the gate's own id for the record,
+ * `gate_record_id`, it skips a record the gate appended again because it could not tell whether
+ * an earlier append had landed). Records without a gate record id (older gates) are told apart by
+ * stream id alone.
  *
  * Per organization and batch, one transaction: ledger rows (ON CONFLICT DO NOTHING), permits of
  * newly recorded `permit.verified` records marked consumed, the cursor moved forward (never back),
@@ -136,11 +139,13 @@ async function recordBatch(deps: DrainDeps, orgId: string, records: StoredRecord
   return deps.db.transaction(async (tx) => {
     // Ascending id order in one statement: two replicas inserting overlapping batches meet at the
     // same first row, so the later one waits for the earlier's commit instead of deadlocking.
+    // No conflict target: a row is skipped when its stream id OR its gate record id was recorded
+    // before (in an earlier batch, or earlier in this one: the first copy of a retried append wins).
     const inserted = await tx.query<{ record_id: string }>(
-      `INSERT INTO verification_records (org_id, record_id, drained_at)
-       SELECT $1, id, $3 FROM unnest($2::text[]) WITH ORDINALITY AS batch(id, position) ORDER BY position
-       ON CONFLICT (org_id, record_id) DO NOTHING RETURNING record_id`,
-      [orgId, records.map((record) => record.id), now],
+      `INSERT INTO verification_records (org_id, record_id, gate_record_id, drained_at)
+       SELECT $1, id, gate_record_id, $3 FROM unnest($2::text[], $4::text[]) WITH ORDINALITY AS batch(id, gate_record_id, position) ORDER BY position
+       ON CONFLICT DO NOTHING RETURNING record_id`,
+      [orgId, records.map((record) => record.id), now, parsed.map((entry) => entry.record?.gate_record_id ?? null)],
     );
     const fresh = new Set(inserted.map((row) => row.record_id));
     const toRecord = parsed.filter((entry) => fresh.has(entry.stored.id));

@@ -2,7 +2,8 @@
  * Verification records: what a gate (the proxy) writes to its organization's stream in the
  * shared store, atomically with consuming a permit (or, for refusals and executions, on its
  * own), and what the authority drains into the audit log — at least once, idempotent by the
- * record's stream id, so nothing is lost while the authority is down.
+ * record's stream id and by the gate's own id for it (`gate_record_id`), so nothing is lost while
+ * the authority is down and a record the gate appended twice is recorded once.
  *
  * Stream entries are flat string maps; this schema is the one place their fields are defined.
  *
@@ -51,6 +52,12 @@ export const VerificationRecord = z.object({
    * the drain then reads the outcome from `upstream_status` (see upstreamOutcomeOf).
    */
   upstream: z.enum(UPSTREAM_OUTCOMES).optional(),
+  /**
+   * The gate's own id for the record, the same on every attempt to append it: a gate that cannot
+   * tell whether an append reached the stream appends it again, and the drain records it once.
+   * Optional: gates that predate it send none, and their records are told apart by stream id.
+   */
+  gate_record_id: z.string().min(1).max(64).optional(),
 });
 export type VerificationRecord = z.infer<typeof VerificationRecord>;
 
@@ -92,8 +99,8 @@ const CAPS: ReadonlyArray<readonly [keyof VerificationRecord, number]> = Object.
 );
 
 /**
- * The record as stream fields (every field given, as a string; `upstream` only on executions),
- * each text clamped to its cap.
+ * The record as stream fields (every field given, as a string; `upstream` only on executions,
+ * `gate_record_id` when given), each text clamped to its cap.
  * No schema parse: the gate builds two records per request from values it has checked already,
  * and the authority's drain validates every record it reads (a malformed one is still recorded,
  * with its issues).

@@ -15,6 +15,7 @@ import { request } from 'undici';
 import { drainVerificationRecords } from '../../authority/verifications/drain.js';
 import { createExecutionRecords } from '../../proxy/execution-records.js';
 import { createGate } from '../../proxy/gate.js';
+import { createRecordBacklog } from '../../proxy/record-backlog.js';
 import { createProxyMetrics } from '../../proxy/metrics.js';
 import { createProxyServer, proxyState } from '../../proxy/server.js';
 import { createLogger } from '../../shared/logging.js';
@@ -49,7 +50,9 @@ async function startProxy(t: Test, h: Harness, upstream: string) {
   const jwks = await (await request(`${h.authorityUrl}/v1/permit-keys`, { headers: h.authority.bearer(h.authority.acmeAdmin) })).body.json();
   const metrics = createProxyMetrics();
   const store = h.opened.store;
-  const executionRecords = createExecutionRecords({ store, stream: verificationStream(h.authority.acme.id), onError: () => metrics.recordAppendFailures.inc() });
+  const logger = createLogger({ name: 'proxy', level: 'silent' });
+  const records = createRecordBacklog({ store, stream: verificationStream(h.authority.acme.id), logger, onAppendFailed: (count) => metrics.recordAppendFailures.inc(count) });
+  const executionRecords = createExecutionRecords({ records });
   const gate = createGate({
     organization: h.authority.acme.id,
     issuer: h.config.issuer,
@@ -58,6 +61,7 @@ async function startProxy(t: Test, h: Harness, upstream: string) {
     store,
     now: () => h.clock.now(),
     permitHeader: h.config.permit_header,
+    records,
     executionRecords,
   });
   const state = proxyState({ ...h.config, upstream });
@@ -66,14 +70,17 @@ async function startProxy(t: Test, h: Harness, upstream: string) {
     gate,
     executionRecords,
     metrics,
-    logger: createLogger({ name: 'proxy', level: 'silent' }),
+    logger,
     upstreamHeadersTimeoutMs: 200,
   });
   // Registered before the proxy handles a request, so it sees each client leave no later than the forwarding does.
   const clientsGone: string[] = [];
   proxy.server.on('request', (req: IncomingMessage, res: ServerResponse) => res.on('close', () => !res.writableFinished && clientsGone.push(req.url ?? '')));
   const url = await listen(proxy.server);
-  t.teardown(() => proxy.close());
+  t.teardown(async () => {
+    await proxy.close();
+    await records.close(1_000);
+  });
   return { url, metrics, clientsGone };
 }
 

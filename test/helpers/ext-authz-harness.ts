@@ -21,6 +21,7 @@ import { createExecutionRecords } from '../../proxy/execution-records.js';
 import { serveExtAuthz } from '../../proxy/ext-authz/serve.js';
 import { authorizationService, type CheckRequest, type CheckResponse } from '../../proxy/ext-authz/protos.js';
 import { createGate } from '../../proxy/gate.js';
+import { createRecordBacklog } from '../../proxy/record-backlog.js';
 import { createProxyMetrics, type ProxyMetrics } from '../../proxy/metrics.js';
 import { gateState, type GateState } from '../../proxy/placement.js';
 import { createLogger } from '../../shared/logging.js';
@@ -94,8 +95,13 @@ export async function startExtAuthz(
   const store = options.store ?? h.opened.store;
   const organization = h.authority.acme.id;
   const jwks = await (await request(`${h.authorityUrl}/v1/permit-keys`, { headers: h.authority.bearer(h.authority.acmeAdmin) })).body.json();
-  const executionRecords = createExecutionRecords({ store, stream: verificationStream(organization), onError: () => metrics.recordAppendFailures.inc() });
-  t.teardown(() => executionRecords.close());
+  const logger = createLogger({ name: 'proxy', level: 'silent' });
+  const records = createRecordBacklog({ store, stream: verificationStream(organization), logger, onAppendFailed: (count) => metrics.recordAppendFailures.inc(count) });
+  const executionRecords = createExecutionRecords({ records });
+  t.teardown(async () => {
+    await executionRecords.close();
+    await records.close(1_000);
+  });
   const gate = createGate({
     organization,
     issuer: config.issuer,
@@ -104,13 +110,13 @@ export async function startExtAuthz(
     store,
     now: () => h.clock.now(),
     permitHeader: config.permit_header,
-    onRecordError: () => metrics.recordAppendFailures.inc(),
+    records,
     executionRecords,
   });
   let state: GateState = gateState(config);
   const listeners = await serveExtAuthz(
     { grpc: { listen: { host: '127.0.0.1', port: 0 } }, http: { listen: { host: '127.0.0.1', port: 0 }, path_prefix: pathPrefix }, only: true },
-    { current: () => state, gate, metrics, logger: createLogger({ name: 'proxy', level: 'silent' }) },
+    { current: () => state, gate, metrics, logger },
   );
   t.teardown(() => listeners.close());
   const Authorization = authorizationService();

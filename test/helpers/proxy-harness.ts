@@ -21,6 +21,7 @@ import type { ProxyConfig, ProxyConfigInput } from '../../proxy/config.js';
 import { createExecutionRecords } from '../../proxy/execution-records.js';
 import { createGate } from '../../proxy/gate.js';
 import { createProxyMetrics, type ProxyMetrics } from '../../proxy/metrics.js';
+import { createRecordBacklog } from '../../proxy/record-backlog.js';
 import { createProxyServer, proxyState, type ProxyState } from '../../proxy/server.js';
 import { createLogger } from '../../shared/logging.js';
 import { verificationStream } from '../../shared/permits/store-keys.js';
@@ -158,11 +159,13 @@ export async function withHarness(
       let state: ProxyState = proxyState(options.upstream ? { ...config, upstream: options.upstream } : config);
       const metrics = createProxyMetrics();
       const store = options.store ?? opened.store;
-      const executionRecords = createExecutionRecords({
+      const records = createRecordBacklog({
         store,
         stream: verificationStream(authority.acme.id),
-        onError: () => metrics.recordAppendFailures.inc(),
+        logger,
+        onAppendFailed: (count) => metrics.recordAppendFailures.inc(count),
       });
+      const executionRecords = createExecutionRecords({ records });
       const gate = createGate({
         organization: authority.acme.id,
         issuer: config.issuer,
@@ -171,12 +174,15 @@ export async function withHarness(
         store,
         now: options.now ?? (() => clock.now()),
         permitHeader: config.permit_header,
-        onRecordError: () => metrics.recordAppendFailures.inc(),
+        records,
         executionRecords,
       });
       const proxy = createProxyServer({ current: () => state, gate, executionRecords, metrics, logger });
       const url = await listen(proxy.server);
-      t.teardown(() => proxy.close());
+      t.teardown(async () => {
+        await proxy.close();
+        await records.close(1_000);
+      });
       return {
         url,
         metrics,

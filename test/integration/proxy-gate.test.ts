@@ -16,6 +16,8 @@ import { createExecutionRecords } from '../../proxy/execution-records.js';
 import { createGate } from '../../proxy/gate.js';
 import { executionRecord } from '../../proxy/gate-records.js';
 import type { GateDecision, GateInput, GateOptions } from '../../proxy/gate.js';
+import { createRecordBacklog } from '../../proxy/record-backlog.js';
+import { createLogger } from '../../shared/logging.js';
 import { verificationStream } from '../../shared/permits/store-keys.js';
 import { RemoteKeyResolver } from '../../shared/permits/remote-keys.js';
 import { staticKeyResolver } from '../../shared/permits/static-keys.js';
@@ -27,6 +29,7 @@ import { appBackends, realServersMissing } from '../helpers/backends.js';
 import { ManualClock } from '../helpers/clock.js';
 import { downStore } from '../helpers/loopback.js';
 import { tamperSignature } from '../helpers/permit-tokens.js';
+import { eventually } from '../helpers/proxy-harness.js';
 
 const generous = { rate_limits: { evaluate: { per_minute: 100_000, burst: 100_000 }, plans: { community: { per_minute: 100_000, burst: 100_000 }, business: { per_minute: 100_000, burst: 100_000 } } } };
 
@@ -93,6 +96,11 @@ async function withHarness(t: Test, backend: ReturnType<typeof appBackends>[numb
   const jwks = (await authority.app.inject({ method: 'GET', url: '/v1/permit-keys', headers: authority.bearer(authority.acmeAdmin) })).json();
   const keys = staticKeyResolver(jwks);
   const config = proxyConfig(authority.acme.id);
+  const backlogOver = (store: SharedStore) => {
+    const backlog = createRecordBacklog({ store, stream: verificationStream(authority.acme.id), logger: createLogger({ name: 'proxy', level: 'silent' }) });
+    t.teardown(() => backlog.close(0));
+    return backlog;
+  };
   let n = 0;
   const h: Harness = {
     authority,
@@ -108,6 +116,7 @@ async function withHarness(t: Test, backend: ReturnType<typeof appBackends>[numb
         store: opened.store,
         now: () => clock.now(),
         permitHeader: config.permit_header,
+        records: backlogOver(overrides.store ?? opened.store),
         ...overrides,
       }),
     async permit({ actor = 'demo-agent', id = 'order-1', admin = authority.acmeAdmin } = {}) {
@@ -267,11 +276,16 @@ for (const backend of appBackends()) {
   t.test(`verification impossible → 503 (enforce) or forward (shadow) on ${backend.name}`, (t) =>
     withHarness(t, backend, async (h) => {
       const permit = await h.permit();
-      const recordErrors: unknown[] = [];
-      const down = h.gate({ store: downStore(), onRecordError: (error) => recordErrors.push(error) });
+      let failedAppends = 0;
+      const store = downStore();
+      const records = createRecordBacklog({ store, stream: verificationStream(h.authority.acme.id), logger: createLogger({ name: 'proxy', level: 'silent' }), onAppendFailed: (count) => (failedAppends += count) });
+      t.teardown(() => records.close(0));
+      const down = h.gate({ store, records });
       t.match(await down.check(h.input('echo', { token: permit.token })), { action: 'block', status: 503, code: 'gate_unavailable', verifyCode: 'INTERNAL_ERROR' }, 'a store that rejects → 503');
       t.match(await down.check(h.input('echo-shadow', { token: permit.token })), { action: 'forward', mode: 'shadow', wouldBlock: { status: 503, code: 'gate_unavailable' } }, 'shadow forwards anyway');
-      t.equal(recordErrors.length, 2, 'the failed record appends were reported, the decisions stood');
+      // A 503's record is not waited for: it is held once the backlog's append has failed.
+      await eventually('the two refusals to be held', async () => (failedAppends === 2 ? true : undefined));
+      t.equal(records.size(), 2, 'both refusals are held for the store, the decisions stood');
 
       const noKeys = h.gate({ keys: new RemoteKeyResolver({ fetchKeys: () => Promise.reject(new Error('authority down')) }) });
       t.match(await noKeys.check(h.input('echo', { token: permit.token })), { action: 'block', status: 503, code: 'gate_unavailable' }, 'keys never loaded → 503');
@@ -299,12 +313,13 @@ for (const backend of appBackends()) {
       // Regression: execution.observed records wait in a batch for up to 5 ms while refusals
       // are appended at once, so a quick replay's permit.rejected overtook the first use's
       // execution.observed in the stream (and so in the audit chain and the permit's proof).
-      const records = createExecutionRecords({ store: h.store, stream: verificationStream(h.authority.acme.id), onError: () => t.fail('no error expected'), flushAfterMs: 60_000 });
-      const gate = h.gate({ executionRecords: records });
+      const backlog = createRecordBacklog({ store: h.store, stream: verificationStream(h.authority.acme.id), logger: createLogger({ name: 'proxy', level: 'silent' }), onAppendFailed: () => t.fail('no failed append expected') });
+      const records = createExecutionRecords({ records: backlog, flushAfterMs: 60_000 });
+      const gate = h.gate({ records: backlog, executionRecords: records });
       const permit = await h.permit();
       const first = await gate.check(h.input('echo', { token: permit.token }));
       if (first.action !== 'forward') throw new Error('the first use must forward');
-      records.add(executionRecord({ route: routeOf(h.routes, 'echo'), mode: 'enforce', requestId: 'req-first', permitId: first.permitId, claims: first.claims, upstreamStatus: 200, durationMs: 3, atMs: h.clock.now() }), 'req-first');
+      records.add(executionRecord({ route: routeOf(h.routes, 'echo'), mode: 'enforce', requestId: 'req-first', permitId: first.permitId, claims: first.claims, upstreamStatus: 200, durationMs: 3, atMs: h.clock.now() }));
       const replay = await gate.check(h.input('echo', { token: permit.token }));
       t.equal(replay.action === 'block' && replay.verifyCode, 'PERMIT_ALREADY_USED');
       await records.close();

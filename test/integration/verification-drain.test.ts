@@ -15,9 +15,11 @@ import { permitStoreKey, verificationStream } from '../../shared/permits/store-k
 import type { SharedStore } from '../../shared/store/types.js';
 import { EvaluateResponse } from '../../shared/wire/evaluate.js';
 import { verificationRecordFields, type VerificationRecord } from '../../shared/wire/verification-records.js';
+import { createRecordBacklog } from '../../proxy/record-backlog.js';
 import { createTestAuthority, type TestAuthority } from '../helpers/authority.js';
 import { appBackends, realServersMissing } from '../helpers/backends.js';
 import { ManualClock } from '../helpers/clock.js';
+import { silentLogger, waitFor } from '../helpers/record-stores.js';
 
 interface WireEvent {
   type: string;
@@ -199,6 +201,35 @@ for (const backend of appBackends()) {
       t.equal(events[1]?.payload.details.duration_ms, 3.5);
       for (const permit of permits) t.equal(await permitStatus(authority, permit.permit_id as string), 'consumed');
       t.same(await store.readRecords(stream, '0', 10), []);
+    });
+
+    await t.test('a record the gate appended again, not knowing whether the first append landed, is recorded once', async (t) => {
+      const before = (await auditEvents(authority)).length;
+      tick();
+      // Redis took the batch, then the gate stopped waiting for its answer: written, reported failed.
+      let timeOuts = 1;
+      const timingOut = storeWith(store, {
+        appendRecords: async (name, batch) => {
+          const outcomes = await store.appendRecords(name, batch);
+          return timeOuts-- > 0 ? batch.map(() => ({ status: 'rejected', reason: new Error('Command timed out') })) : outcomes;
+        },
+      });
+      const backlog = createRecordBacklog({ store: timingOut, stream, logger: silentLogger() });
+      const refusal = (n: number) => record(authority, { kind: 'permit.rejected', code: 'INTERNAL_ERROR', reason: 'store down', request_id: `retry-${n}`, gate_record_id: `0b7f2c1e-retry-${n}` });
+      await backlog.append([refusal(1), refusal(2)]);
+      await waitFor('the backlog to append them again', () => backlog.size() === 0);
+      await backlog.close(1_000);
+      t.same((await store.readRecords(stream, '0', 10)).map((stored) => stored.fields.request_id), ['retry-1', 'retry-2', 'retry-1', 'retry-2'], 'each is in the stream twice');
+      // A gate that sends no gate_record_id: two identical records are two events, as before.
+      tick();
+      await store.appendRecord(stream, record(authority, { kind: 'permit.rejected', code: 'PERMIT_EXPIRED', reason: 'expired', request_id: 'older-gate' }));
+      tick();
+      await store.appendRecord(stream, record(authority, { kind: 'permit.rejected', code: 'PERMIT_EXPIRED', reason: 'expired', request_id: 'older-gate' }));
+
+      t.same(await drainVerificationRecords(deps, { batch: 3 }), { recorded: 4, duplicates: 2, invalid: 0 }, 'the second copies are skipped, in the same batch and in the next one');
+      const events = (await auditEvents(authority)).slice(before);
+      t.same(events.map((event) => event.request_id), ['retry-1', 'retry-2', 'older-gate', 'older-gate'], 'one event per gate record, in order');
+      t.same(await drainVerificationRecords(deps), { recorded: 0, duplicates: 0, invalid: 0 }, 'draining again records nothing');
     });
 
     await t.test('two drains at once record each record once', async (t) => {
