@@ -90,6 +90,13 @@ export interface GateInput {
    */
   bodyNotSent?: 'none' | 'partial';
   requestId: string;
+  /**
+   * When the front door's caller stops waiting (ms since the epoch, `Date.now`'s clock), less the
+   * time the answer needs to reach it: the consume settles before then or is not made.
+   */
+  deadlineMs?: number;
+  /** Aborted when the caller gave up (went away): a consume not yet established is not made, or is undone. */
+  signal?: AbortSignal;
 }
 
 export interface GateOptions {
@@ -237,6 +244,8 @@ export function createGate(options: GateOptions): Gate {
       nowMs,
       binding: { kind: 'full', facts },
       store,
+      deadlineMs: input.deadlineMs,
+      signal: input.signal,
       record: (claims) => ({
         stream,
         fields: gateRecord({

@@ -25,6 +25,18 @@ export function requestIdOf(req: IncomingMessage): string {
   return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
 }
 
+/**
+ * Aborted when the client goes away before its answer was sent (the connection closed): a
+ * consume not yet established for it is then not made, or undone (gate.ts).
+ */
+export function abortedWhenGone(res: ServerResponse): AbortSignal {
+  const gone = new AbortController();
+  res.once('close', () => {
+    if (!res.writableFinished) gone.abort();
+  });
+  return gone.signal;
+}
+
 export function queryOf(target: string): string {
   const question = target.indexOf('?');
   if (question < 0) return '';

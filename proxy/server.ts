@@ -53,6 +53,7 @@ import { drainHttpServer } from './http-drain.js';
 import { gateState, placeRequest, type GateState } from './placement.js';
 import { ProxyStopped } from './upstream-outcome.js';
 import {
+  abortedWhenGone,
   type BufferedBody,
   bufferedBody,
   forwardHeaders,
@@ -145,6 +146,8 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
       headers: req.headers,
       ...(buffered !== undefined ? { body: buffered.tooLarge ? undefined : parseJson(buffered), bodyTooLarge: buffered.tooLarge } : {}),
       requestId,
+      // A client that left before its permit was consumed does not spend it.
+      signal: abortedWhenGone(res),
     });
     metrics.verificationDuration.observe({ route: route.name }, (performance.now() - checkStarted) / 1000);
     countVerification(metrics, route, decision);

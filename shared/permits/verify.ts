@@ -33,6 +33,7 @@
 import { KeyObject, verify as cryptoVerify } from 'node:crypto';
 import type { CryptoKey } from 'jose';
 import { keyObjectOf, processEd25519, type Ed25519Engine } from './ed25519.js';
+import { StoreError } from '../store/store-errors.js';
 import type { PermitConsumption, RecordAppend, SharedStore } from '../store/types.js';
 import {
   BindingFactError,
@@ -96,6 +97,13 @@ export interface VerifyPermitOptions {
    * permit whose verification timed out stays usable. Default: the store's command timeout.
    */
   consumeTimeoutMs?: number;
+  /**
+   * When the caller stops waiting (ms since the epoch, `Date.now`'s clock): the consume settles
+   * before then, and one reaching the store later changes nothing (ConsumeOptions.deadlineMs).
+   */
+  deadlineMs?: number;
+  /** Aborted when the caller gave up: no consume is made after that, and one landing late is undone. */
+  signal?: AbortSignal;
 }
 
 /** `unknown`: no record; `issued`: usable as far as the records go (expiry is checked apart). */
@@ -259,7 +267,10 @@ async function verify(options: VerifyPermitOptions): Promise<VerifyOutcome> {
           attributes: { [ATTR.permitId]: claims.jti },
           after: (result) => ({ [ATTR.consumeResult]: result }),
         }));
-  } catch {
+  } catch (error) {
+    if (error instanceof StoreError && error.code === 'STORE_ABANDONED') {
+      return internal('the caller gave up before the permit was consumed; it was not used', claims);
+    }
     return internal('the revocation and replay state could not be read and updated', claims);
   }
   if (consumption === 'state_reset') {
@@ -275,7 +286,9 @@ async function verify(options: VerifyPermitOptions): Promise<VerifyOutcome> {
 function consume(options: VerifyPermitOptions, claims: PermitClaims, ttlMs: number): Promise<PermitConsumption> {
   return options.store.consumePermit(permitStoreKey(claims.org, claims.jti), ttlMs, options.record?.(claims), {
     fence: { epochKey: replayEpochKey(claims.org), issuedAtMs: issuedAtMs(claims) },
-    ...(options.consumeTimeoutMs !== undefined ? { timeoutMs: options.consumeTimeoutMs } : {}),
+    timeoutMs: options.consumeTimeoutMs,
+    deadlineMs: options.deadlineMs,
+    signal: options.signal,
   });
 }
 

@@ -23,7 +23,7 @@
 import { LRUCache } from 'lru-cache';
 import { takeFromBucket, assertBucketSpec, bucketResult, msUntilFull } from './token-bucket.js';
 import type { TokenBucketState } from './token-bucket.js';
-import { checkCount, checkFields, checkTtl, StoreError } from './store-errors.js';
+import { checkCount, checkFields, checkTtl, consumeBudgetMs, StoreError } from './store-errors.js';
 import type {
   ConsumeOptions,
   DurabilityCheck,
@@ -99,8 +99,10 @@ export class MemoryStore implements SharedStore {
 
   async consumePermit(key: string, ttlMs: number, record?: RecordAppend, options: ConsumeOptions = {}): Promise<PermitConsumption> {
     // Single-threaded: from here to the return there is no await, so the fence, the revocation
-    // check and the check-and-set are one atomic step (and nothing can arrive late).
+    // check and the check-and-set are one atomic step (and nothing can arrive late). Only a
+    // caller that had given up before the call is refused.
     this.#assertOpen();
+    consumeBudgetMs(options, Infinity);
     const ttl = checkTtl(ttlMs);
     if (record) checkFields(record.fields);
     if (options.fence && options.fence.issuedAtMs < this.#epochMs) return 'state_reset';

@@ -9,7 +9,7 @@
  *   await connection.close();
  */
 import type { RedisClient } from './redis-topology.js';
-import { StoreError } from './store-errors.js';
+import { abandonedError, StoreError } from './store-errors.js';
 
 export interface RedisConnectionOptions {
   /** Called on every (re)connection: it may lead to another server (a failover). */
@@ -42,26 +42,37 @@ export class RedisConnection<Client extends RedisClient> {
 
   /**
    * Runs one call once the connection is ready, all of it (waiting included) within `timeoutMs`,
-   * mapping failures to `StoreError`s. `onTimeout` runs the moment the caller is given up on.
+   * mapping failures to `StoreError`s. `giveUp.onGiveUp` runs the moment the caller is given up
+   * on: at the timeout, or when `giveUp.signal` aborts (the call then rejects with STORE_ABANDONED).
    */
-  async run<T>(timeoutMs: number, command: (client: Client) => Promise<T>, onTimeout?: () => void): Promise<T> {
+  async run<T>(timeoutMs: number, command: (client: Client) => Promise<T>, giveUp: { onGiveUp?: () => void; signal?: AbortSignal } = {}): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
     let expired = false;
-    const timeout = new Promise<never>((_, reject) => {
+    let stopListening = () => {};
+    const given = new Promise<never>((_, reject) => {
+      const stop = (error: StoreError) => {
+        if (expired) return;
+        expired = true;
+        giveUp.onGiveUp?.();
+        reject(error);
+      };
       timer = setTimeout(
-        () => {
-          expired = true;
-          onTimeout?.();
-          reject(
+        () =>
+          stop(
             new StoreError(
               'STORE_UNAVAILABLE',
               `Redis did not answer within ${timeoutMs} ms${this.#lastError ? `: ${this.#lastError.message}` : ''}`,
               { cause: this.#lastError },
             ),
-          );
-        },
+          ),
         timeoutMs,
       );
+      const { signal } = giveUp;
+      if (signal === undefined) return;
+      const onAbort = () => stop(abandonedError());
+      if (signal.aborted) return onAbort();
+      signal.addEventListener('abort', onAbort, { once: true });
+      stopListening = () => signal.removeEventListener('abort', onAbort);
     });
     const work = (async () => {
       await this.#ready();
@@ -73,11 +84,12 @@ export class RedisConnection<Client extends RedisClient> {
     // The losing side's rejection is handled here, so it never surfaces as unhandled.
     work.catch(() => undefined);
     try {
-      return await Promise.race([work, timeout]);
+      return await Promise.race([work, given]);
     } catch (error) {
       throw this.translate(error);
     } finally {
       clearTimeout(timer);
+      stopListening();
     }
   }
 

@@ -13,7 +13,8 @@
  * What a consume guarantees under faults (docs/replay-store.md):
  * - the epoch fence: a Redis that lost its state (restart without persistence, FLUSHALL, a new
  *   server) starts a new epoch, and permits issued before it are refused (`state_reset`);
- * - the deadline: a consume that reaches Redis after the caller's timeout changes nothing;
+ * - the deadline: a consume that reaches Redis after the caller's timeout or deadline changes
+ *   nothing, and one that lands after the caller gave up (its signal aborted) is undone;
  * - durability: `aof` and `replica` acknowledge the consume and its record before it counts, and
  *   undo it when the acknowledgement does not come (`STORE_NOT_DURABLE`).
  *
@@ -36,7 +37,7 @@ import { RedisConnection } from './redis-connection.js';
 import { ENSURE_EPOCH_SCRIPT, CONSUME_SCRIPT, CONSUME_SCRIPT_SHA, RELEASE_SCRIPT, TAKE_TOKEN_SCRIPT } from './redis-scripts.js';
 import { checkDurabilityOf, createRedisClient, measureClockOffset, primariesOf } from './redis-topology.js';
 import type { DurabilityPlan, RedisClient, RedisTopology } from './redis-topology.js';
-import { StoreError, checkCount, checkFields, checkTtl } from './store-errors.js';
+import { StoreError, checkCount, checkFields, checkTtl, consumeBudgetMs } from './store-errors.js';
 import { assertBucketSpec, bucketResult } from './token-bucket.js';
 import type {
   ConsumeOptions,
@@ -131,12 +132,13 @@ export class RedisStore implements SharedStore {
   async consumePermit(key: string, ttlMs: number, record?: RecordAppend, options: ConsumeOptions = {}): Promise<PermitConsumption> {
     const ttl = String(checkTtl(ttlMs));
     if (record) checkFields(record.fields);
-    const timeoutMs = options.timeoutMs ?? this.#commandTimeoutMs;
     const startedMs = Date.now();
-    // Set (synchronously, by the timer) once the caller has been told the consume failed: a
-    // consume that succeeds after that moment is undone, so it cannot outlive its request.
+    // The caller's deadline shortens the timeout, and the script's deadline with it.
+    const timeoutMs = consumeBudgetMs(options, this.#commandTimeoutMs, startedMs);
+    // Set (synchronously, by the timer or the caller's abort) once the caller has been told the
+    // consume failed: a consume that succeeds after that moment is undone, so it cannot outlive its request.
     let abandoned = false;
-    const abandon = () => (abandoned = true);
+    const onGiveUp = () => (abandoned = true);
     return this.#connection.run(timeoutMs, async (client) => {
       const clock = await this.#redisClock();
       // In Redis's time: when the script must no longer change anything.
@@ -149,6 +151,8 @@ export class RedisStore implements SharedStore {
       const args = [ttl, options.fence ? String(options.fence.issuedAtMs) : '', String(Math.floor(deadline)), nonce];
       if (record) args.push(recordArgument(record.fields));
       const plan = await this.#durabilityPlan(client);
+      // Given up on while the clock or the durability plan was read: the script is not sent at all.
+      if (abandoned) throw new StoreError('STORE_ABANDONED', 'the caller gave up before the consume was sent; nothing was consumed');
       const ackDeadlineMs = startedMs + timeoutMs * 0.9;
       const { reply, notDurable } = await this.#consumeAndAcknowledge(client, plan, keys, args, marker, ackDeadlineMs);
       const [code, recordId] = reply;
@@ -164,7 +168,7 @@ export class RedisStore implements SharedStore {
         throw error;
       }
       return 'consumed';
-    }, abandon);
+    }, { onGiveUp, signal: options.signal });
   }
 
   async ensureEpoch(epochKey: string): Promise<number> {

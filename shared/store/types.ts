@@ -21,8 +21,10 @@ export interface SharedStore {
    *   the marker lives, `already_used` for every other. With `record`, the record is appended to
    *   its stream in the same atomic step, and only for the `consumed` caller.
    *
-   * With `options.timeoutMs` the call settles within about that long, and a consume that reaches
-   * the store too late (a stalled Redis) changes nothing: a caller that gave up never consumes.
+   * With `options.timeoutMs` (or `deadlineMs`) the call settles within about that long, and a
+   * consume that reaches the store too late (a stalled Redis) changes nothing; once
+   * `options.signal` aborts, the call rejects at once (`STORE_ABANDONED`) and a consume landing
+   * afterwards is undone, marker and record. A caller that gave up never consumes.
    * A `consumed` result is as durable as the store's durability mode promises; when that cannot be
    * established the consume is undone where possible and the call rejects (`STORE_NOT_DURABLE`).
    */
@@ -83,6 +85,17 @@ export interface ConsumeOptions {
   fence?: { epochKey: string; issuedAtMs: number };
   /** Settle within this long; a consume reaching the store later changes nothing. */
   timeoutMs?: number;
+  /**
+   * The caller's deadline (ms since the epoch, on this process's `Date.now` clock): the call
+   * settles by then as well, whichever of the two ends first. Already passed: nothing is sent,
+   * and the call rejects with `STORE_ABANDONED`.
+   */
+  deadlineMs?: number;
+  /**
+   * Aborted when the caller gives up (its client went away): the call rejects at once with
+   * `STORE_ABANDONED`, and a consume that lands after that is undone, marker and record.
+   */
+  signal?: AbortSignal;
 }
 
 /**

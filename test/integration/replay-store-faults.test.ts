@@ -137,6 +137,34 @@ t.test('Redis paused past the timeout: the refused consume changes nothing once 
   t.equal(await store.countRecords(STREAM), 3, 'one record per real use');
 });
 
+t.test('Redis paused, the caller aborts (or its deadline passes): the consume is undone or never made once Redis resumes', async (t) => {
+  const redis = await startRedisProcess(t, { persistence: 'none' });
+  if (!redis) return;
+  // The store's own timeout outlasts the stall: only the caller's signal and deadline stop the consumes.
+  const store = redisStore(t, { url: redis.url, commandTimeoutMs: 5_000 });
+  const epoch = await store.ensureEpoch(EPOCH_KEY);
+  // One consume first, so the clock offset is known and the next scripts go out at once.
+  t.equal(await store.consumePermit(key('warm'), TTL_MS, record('warm'), fenced(epoch)), 'consumed');
+  redis.pause();
+  const caller = new AbortController();
+  const aborted = store.consumePermit(key('aborted'), TTL_MS, record('aborted'), { ...fenced(epoch), signal: caller.signal });
+  const late = store.consumePermit(key('late'), TTL_MS, record('late'), { ...fenced(epoch), deadlineMs: Date.now() + 200 });
+  // Both are on the wire to the stopped server; the script of the first still has seconds to run.
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  caller.abort();
+  await t.rejects(aborted, { code: 'STORE_ABANDONED' }, 'the aborted caller is answered at once, Redis still stopped');
+  await t.rejects(late, { code: 'STORE_UNAVAILABLE' }, 'the caller past its deadline is answered, Redis still stopped');
+  redis.resume();
+  // The stalled consume runs now and is undone as soon as its answer arrives.
+  for (let i = 0; i < 200 && (await redis.command('EXISTS', `countersign:once:${key('aborted')}`)) !== ':0'; i++) await store.ping();
+  t.equal(await redis.command('EXISTS', `countersign:once:${key('aborted')}`), ':0', 'no marker from the abandoned consume');
+  t.equal(await redis.command('EXISTS', `countersign:once:${key('late')}`), ':0', 'no marker from the late consume');
+  t.equal(await store.countRecords(STREAM), 1, 'no record of either: only the first consume has one');
+  for (const jti of ['aborted', 'late']) {
+    t.equal(await store.consumePermit(key(jti), TTL_MS, record(jti), fenced(epoch)), 'consumed', `${jti}: still usable`);
+  }
+});
+
 t.test('durability aof (appendfsync always): a consume and its record survive SIGKILL', async (t) => {
   const redis = await startRedisProcess(t, { persistence: 'aof' });
   if (!redis) return;

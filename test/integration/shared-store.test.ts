@@ -121,6 +121,17 @@ function sharedStoreSuite(t: Test, open: StoreFactory): void {
     t.equal((await store.readRecords('verifications:{org_1}', '0', 1000)).length, 1);
   });
 
+  t.test('a caller that gave up (aborted signal, deadline passed) consumes nothing; one still waiting consumes', async (t) => {
+    const { store } = open(t);
+    const record = { stream: 'verifications:{org_1}', fields: { permit_id: 'gave-up', outcome: 'allow' } };
+    await t.rejects(store.consumePermit('permit:{org_1}:gave-up', LONG_TTL_MS, record, { signal: AbortSignal.abort() }), { code: 'STORE_ABANDONED' }, 'aborted before the call');
+    await t.rejects(store.consumePermit('permit:{org_1}:gave-up', LONG_TTL_MS, record, { deadlineMs: Date.now() - 1 }), { code: 'STORE_ABANDONED' }, 'its deadline passed');
+    t.equal(await store.countRecords('verifications:{org_1}'), 0, 'no record');
+    const waiting = { signal: new AbortController().signal, deadlineMs: Date.now() + 60_000 };
+    t.equal(await store.consumePermit('permit:{org_1}:gave-up', LONG_TTL_MS, record, waiting), 'consumed', 'not marked either: a caller still waiting consumes it');
+    t.equal(await store.countRecords('verifications:{org_1}'), 1, 'one record: the one use');
+  });
+
   t.test('a consumed key becomes consumable again after its TTL', async (t) => {
     const h = open(t);
     t.equal(await h.store.consumePermit('short', h.shortTtlMs), 'consumed');
