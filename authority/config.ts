@@ -8,6 +8,7 @@
 import { z } from 'zod';
 import { formatIssues, hostPort, readConfigMapping, withEnvOverrides } from '../shared/config-file.js';
 import { DEFAULT_STORE_SETTINGS, StoreSettings, storeSettingsWithEnv } from '../shared/store/config.js';
+import { AUTHZEN_DEFAULTS, AuthzenSettings } from './authzen/settings.js';
 import { CONSOLE_DEFAULTS, ConsoleConfig } from './console/config.js';
 import { DEFAULT_MAX_JSON_DEPTH } from './http/bounded-input.js';
 
@@ -170,6 +171,8 @@ export const AuthorityConfig = z
     console: ConsoleConfig.default(ConsoleConfig.parse(CONSOLE_DEFAULTS)),
     /** The policy loaded into organization `default` on first start; unset: the example shipped in config/policies/. */
     bootstrap_policy: z.string().min(1).optional(),
+    /** The AuthZEN facade: how its action names become action types. */
+    authzen: AuthzenSettings.default(AUTHZEN_DEFAULTS),
     rate_limits: z
       .object({
         evaluate: Bucket.default({ per_minute: 100, burst: 100 }),

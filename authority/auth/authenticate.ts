@@ -71,7 +71,8 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
 
   const refuse = (reason: string, message: string): never => {
     metrics.authFailures.inc({ reason });
-    throw new CountersignError('unauthorized', message);
+    // RFC 9110: a 401 names the scheme it wants. Every credential this API takes can be sent as a bearer token.
+    throw new CountersignError('unauthorized', message, { headers: { 'www-authenticate': 'Bearer' } });
   };
 
   /** The Authorization or X-Service-Key credential; null when neither header was sent. */

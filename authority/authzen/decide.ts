@@ -21,11 +21,16 @@
  * credential cannot tell from the answer whether another one asked the same question under that id
  * (evaluate's refusals say nothing about the first request either).
  *
- * An entry that cannot be decided for a reason of its own (4xx: another credential holds both its
- * request id and the id derived for this question, say) is answered `false` with the error in its
- * context, as AuthZEN asks. A failure of the service itself (503: the audit log cannot be written)
- * fails the whole request: entries already decided stay recorded, and the caller, having no answer,
- * must treat every entry as denied.
+ * An entry that is incomplete or malformed (mapping.ts plans it so) is answered `false` with its
+ * error and decided by nobody: no request id, no audit event. An entry that cannot be decided for
+ * a reason of its own (4xx: another credential holds both its request id and the id derived for
+ * this question, say) is answered the same way, as AuthZEN asks. A failure of the service itself
+ * (503: the audit log cannot be written) fails the whole request: entries already decided stay
+ * recorded, and the caller, having no answer, must treat every entry as denied.
+ *
+ * Decided entries answer `{decision}` alone, as AuthZEN's examples and the working group's
+ * interoperability runners expect, unless the request's `options.include_context` asks for each
+ * one's `context`; a refused entry always carries its error.
  *
  * @example
  *   const answer = await decideAccess(deps, principal, evaluation, request.id);
@@ -36,7 +41,13 @@ import type { AuthzenDecision, AuthzenEvaluationDecision } from '../../shared/wi
 import type { EvaluateWireRequest } from '../../shared/wire/evaluate.js';
 import type { Principal } from '../auth/principal.js';
 import { evaluateAction, requestFingerprint, type EvaluateDeps, type EvaluateOptions } from '../evaluate/evaluate.js';
+import type { ActionNameMapping } from './action-names.js';
 import { decisionOf, errorDecisionOf, stopsAfter, toEvaluateRequest, type AuthzenEvaluation, type EvaluationsPlan } from './mapping.js';
+
+/** Evaluate's dependencies and the action-name rule. */
+export interface AuthzenDecideDeps extends EvaluateDeps {
+  names: ActionNameMapping;
+}
 
 /** How the facade calls the core: decisions only, and marked as AuthZEN's in the audit log. */
 export const AUTHZEN_EVALUATION: EvaluateOptions = Object.freeze({ permit: 'never', via: 'authzen' });
@@ -52,31 +63,36 @@ function questionRequestId(requestId: string, request: EvaluateWireRequest): str
 }
 
 /** One evaluation, decided and recorded; errors are the caller's (the error envelope). */
-export async function decideAccess(deps: EvaluateDeps, principal: Principal, evaluation: AuthzenEvaluation, requestId: string, where = ''): Promise<AuthzenDecision> {
-  const request = toEvaluateRequest(evaluation, where);
+export async function decideAccess(deps: AuthzenDecideDeps, principal: Principal, evaluation: AuthzenEvaluation, requestId: string, where = ''): Promise<AuthzenDecision> {
+  const request = toEvaluateRequest(evaluation, deps.names, where);
   try {
-    return decisionOf(await evaluateAction(deps, principal, request, requestId, AUTHZEN_EVALUATION));
+    return decisionOf(await evaluateAction(deps, principal, request, requestId, AUTHZEN_EVALUATION), request.action_type);
   } catch (error) {
     if (!(error instanceof CountersignError && error.code === 'conflict')) throw error;
-    return decisionOf(await evaluateAction(deps, principal, request, questionRequestId(requestId, request), AUTHZEN_EVALUATION));
+    return decisionOf(await evaluateAction(deps, principal, request, questionRequestId(requestId, request), AUTHZEN_EVALUATION), request.action_type);
   }
 }
 
 /** The entries of a batch, in order, up to where its semantic stops. */
 export async function decideEvaluations(
-  deps: EvaluateDeps,
+  deps: AuthzenDecideDeps,
   principal: Principal,
   plan: Extract<EvaluationsPlan, { form: 'batch' }>,
   requestId: string,
 ): Promise<AuthzenEvaluationDecision[]> {
   const answers: AuthzenEvaluationDecision[] = [];
-  for (const [index, evaluation] of plan.evaluations.entries()) {
+  for (const [index, entry] of plan.entries.entries()) {
     let answer: AuthzenEvaluationDecision;
-    try {
-      answer = await decideAccess(deps, principal, evaluation, batchEntryRequestId(requestId, index), `evaluations.${index}`);
-    } catch (error) {
-      if (!isEntryError(error)) throw error;
-      answer = errorDecisionOf(error);
+    if (!entry.ok) {
+      answer = errorDecisionOf(entry.error);
+    } else {
+      try {
+        const decided = await decideAccess(deps, principal, entry.evaluation, batchEntryRequestId(requestId, index), `evaluations.${index}`);
+        answer = plan.includeContext ? decided : { decision: decided.decision };
+      } catch (error) {
+        if (!isEntryError(error)) throw error;
+        answer = errorDecisionOf(error);
+      }
     }
     answers.push(answer);
     if (stopsAfter(plan.semantic, answer)) break;

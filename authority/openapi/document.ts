@@ -113,8 +113,8 @@ type Json = Record<string, unknown>;
 /**
  * The error statuses an operation can answer, from its method, its shape and its table entry.
  * Every request's query string and headers are checked at the edge (400), and every POST or PUT
- * may carry a body that is too large (413) or not JSON (415), whether or not the operation reads
- * one.
+ * may carry a body that is too large (413) or not JSON (415, or 400 where the operation says so),
+ * whether or not the operation reads one.
  */
 function errorStatusesOf(method: string, operation: Json, doc: OperationDoc | undefined): ErrorStatus[] {
   const guarded = Array.isArray(operation.security) && operation.security.length > 0;
@@ -122,7 +122,7 @@ function errorStatusesOf(method: string, operation: Json, doc: OperationDoc | un
   if (guarded) for (const status of [401, 403, 429, 503] as const) statuses.add(status);
   if (method === 'post' || method === 'put' || method === 'patch') {
     statuses.add(413);
-    statuses.add(415);
+    if (doc?.notJsonIs400 !== true) statuses.add(415);
   }
   for (const status of Object.keys(doc?.errors ?? {})) statuses.add(Number(status) as ErrorStatus);
   return [...statuses].sort((a, b) => a - b);

@@ -10,6 +10,7 @@
  *   OPERATIONS['POST /v1/evaluate'].operationId; // 'evaluate'
  */
 import { z } from 'zod';
+import { MAX_AUTHZEN_EVALUATIONS } from '../../shared/wire/authzen.js';
 import { EvaluateAgentRequest, EvaluateWireRequest } from '../../shared/wire/evaluate.js';
 import { HealthResponse, ReadinessResponse } from '../../shared/wire/health.js';
 import { PermitProofResponse } from '../../shared/wire/permits.js';
@@ -17,27 +18,27 @@ import { PermitProofResponse } from '../../shared/wire/permits.js';
 export const TAGS = {
   Evaluate: 'Decide whether an action may happen; an allow carries a signed, single-use permit.',
   AuthZEN: [
-    'The OpenID AuthZEN Authorization API 1.0, for policy enforcement points that speak it (API gateways, identity providers, service meshes): access evaluation, batches of them, and the discovery document. Each evaluation is decided by the same core as `POST /v1/evaluate`: the organization\'s policy, presented approvals, the approval request a `hold` opens and the escalation an `escalate` opens, `X-Request-ID` idempotency, the `evaluate` rate-limit bucket and the audit log (`evaluation.decided` with `via: "authzen"` and `permit_status: "not_issued"`).',
+    'The OpenID AuthZEN Authorization API 1.0, for policy enforcement points that speak it (API gateways, identity providers, service meshes, agent gateways): access evaluation, batches of them, subject and action search, and the discovery document. Each evaluation is decided by the same core as `POST /v1/evaluate`: the organization\'s policy, presented approvals, the approval request a `hold` opens and the escalation an `escalate` opens, `X-Request-ID` idempotency, the `evaluate` rate-limit bucket and the audit log (`evaluation.decided` with `via: "authzen"` and `permit_status: "not_issued"`).',
     '',
     '**It never issues a permit.** The answer is a decision, not an executable artifact, and carries no token. An action whose gate needs a permit is evaluated with `POST /v1/evaluate`.',
     '',
-    'How a request maps onto an evaluation:',
+    'As AuthZEN asks, keys this authority does not know are ignored wherever they appear (top level, entities, `options`, batch entries); the bounded-input rules (depth, finite numbers, well-formed text) still apply to the whole body. How a request maps onto an evaluation:',
     '',
     '| AuthZEN | evaluate |',
     '|---|---|',
-    '| `subject.id` | `actor_id` |',
-    '| `action.name` | `action_type`, with its rules (dotted lowercase, such as `payments.wire`) |',
+    '| `subject.id` | `actor_id`; an id longer than 256 characters becomes `sha256:<hex digest of the id>` (the full id stays in `context.subject.id`) |',
+    '| `action.name` | `action_type`: a name in `authzen.action_names` (configuration) → the type given there; a name that already is an action type (dotted lowercase) → itself; an HTTP method → `http.<method>` (`GET` → `http.get`; the prefix is `authzen.http_method_prefix`); any other name → `authzen.<slug>.<digest>` (the name lowercased with other characters than `a-z 0-9 _ -` as `_`, then 12 hex digits of its SHA-256), so two names never share a type and `authzen.<slug>.*` matches names differing only in case or punctuation |',
     '| `resource.type`, `resource.id` | `context.target` (`{type, id}`): a bound fact, so the decision and any approval it opens are for this resource only |',
     '| `subject`, `action`, `resource` as sent (`properties` included) | `context.subject`, `context.action`, `context.resource`, for policy conditions |',
-    '| `context` | the rest of `context`: `environment`, `amount_usd`, `account_code`, `approvals` and any other key |',
+    '| `context` | the rest of `context`, key by key: `environment`, `amount_usd`, `account_code` and `approvals` when their values have evaluate\'s types, and any other key as sent |',
     '',
-    'The entities fill `context.subject`, `context.action`, `context.resource` and `context.target`, so the AuthZEN `context` may not carry those four keys (400): nothing in it can override or pose as what the entities say.',
+    'The AuthZEN `context` is free-form and never refused for its keys. A key the entities fill (`subject`, `action`, `resource`, `target`), the key `authzen_context`, and a key of evaluate\'s whose value has another type (`environment` as an object, say) go under `context.authzen_context.<key>` as sent: nothing in the context can pose as the entities or bind another resource.',
     '',
-    'The answer: `decision` is `true` only when Countersign decides `allow`; `deny`, `hold` and `escalate` are `false`. Its `context` carries Countersign\'s `decision`, `reason_codes`, `remediation` (when not allowed), `risk_score`, `mode`, `human_approval_status`, `evaluation_id` and `request_id`, and the `approval_request_id` a hold opened or the `escalation_id` an escalate opened. Once that is approved, send the same evaluation with its id in `context.approvals` (a fresh `X-Request-ID`): the fresh decision is `true`. An approval backs AuthZEN decisions until it expires (no permit uses it up) and still backs one permit on `POST /v1/evaluate`.',
+    'The answer: `decision` is `true` only when Countersign decides `allow`; `deny`, `hold` and `escalate` are `false`. Its `context` carries Countersign\'s `decision`, `reason_codes`, the `action_type` decided, `remediation` (when not allowed), `risk_score`, `mode`, `human_approval_status`, `evaluation_id` and `request_id`, and the `approval_request_id` a hold opened or the `escalation_id` an escalate opened. Once that is approved, send the same evaluation with its id in `context.approvals` (a fresh `X-Request-ID`): the fresh decision is `true`. An approval backs AuthZEN decisions until it expires (no permit uses it up) and still backs one permit on `POST /v1/evaluate`.',
     '',
     '`X-Request-ID` is echoed on every answer and is the idempotency key, as on evaluate: the same question under the same value from the same credential returns the recorded decision. Entry `i` of a batch is recorded under `<X-Request-ID>/<i>`. Unlike evaluate, another question under a value already used is not refused: enforcement points often pass the X-Request-ID of the request they guard on to every check they make for it, so that question is decided and recorded under `<X-Request-ID>#<digest of the question>` (idempotent in turn), and `context.request_id` says so. A value used by another credential is 409 only when that credential also asked this very question under it.',
     '',
-    'Errors are the error envelope (`{error, message, status, request_id}`), never a 200: 400 with `details` for a malformed body, 401, 403, 429 and 503 as on evaluate. A `deny` is a 200 with `decision: false`.',
+    'Errors are the error envelope (`{error, message, status, request_id}`), never a 200: 400 with `details` for a malformed body or one that is not JSON (whatever its `Content-Type`), 401 (with `WWW-Authenticate: Bearer`), 403, 429 and 503 as on evaluate. A `deny` is a 200 with `decision: false`. Resource search is not offered (not advertised, 404): a policy names action types and actors, never the resources they act on, so no resource can be enumerated.',
   ].join('\n'),
   Permits: 'Verify permits at the gate, list and revoke them, prove what happened, and report effects.',
   Approvals: 'Approval requests opened by a `hold` decision, resolved by a person.',
@@ -66,6 +67,8 @@ export interface OperationDoc {
   responses?: Readonly<Record<number, z.ZodType>>;
   /** Response headers of the success answer beyond the rate-limit ones. */
   successHeaders?: Readonly<Record<string, string>>;
+  /** A body that is not JSON is 400 here, not the API's usual 415 (AuthZEN asks so). */
+  notJsonIs400?: true;
 }
 
 /** One JWK as published; extra members of a key type pass through. */
@@ -106,27 +109,47 @@ export const OPERATIONS: Readonly<Record<string, OperationDoc>> = {
       'One AuthZEN 1.0 access evaluation (`subject`, `action`, `resource`, optional `context`), decided and recorded like `POST /v1/evaluate`, and answered `{decision, context}`. No permit is issued, whatever the decision.',
     success: 'The decision: `true` only for allow; Countersign\'s decision, reasons and what it opened in `context`.',
     errors: { 409: 'Another credential asked this very question under this `X-Request-ID`.' },
+    notJsonIs400: true,
   },
   'POST /access/v1/evaluations': {
     operationId: 'accessEvaluations',
     summary: 'AuthZEN access evaluations (batch)',
     tag: 'AuthZEN',
     description: [
-      'Several AuthZEN 1.0 evaluations in one request, at most 20 (more is 400). The top-level `subject`, `action`, `resource` and `context` are defaults: a key an entry of `evaluations` gives replaces the default as a whole (a `context` too; the two are not merged), and each entry must end up with a subject, an action and a resource. Without `evaluations`, or with an empty list, the request is one evaluation of the top-level keys and is answered `{decision, context}`.',
+      `Several AuthZEN 1.0 evaluations in one request, at most ${MAX_AUTHZEN_EVALUATIONS} (more is 400). The top-level \`subject\`, \`action\`, \`resource\` and \`context\` are defaults and may be partial (\`"resource": {}\`): an entry's own entity replaces the default as a whole (its \`properties\` too), except that a required field it leaves out (\`type\`, \`id\`, \`name\`) comes from the default; an entry's own \`context\` replaces the default context. Without \`evaluations\`, or with an empty list, the request is one evaluation of the top-level keys (which must then be complete) and is answered \`{decision, context}\`.`,
       '',
-      'Entries are decided one at a time, in order, and answered in that order. `options.evaluations_semantic`: `execute_all` (the default) decides every entry; `deny_on_first_deny` stops after the first `false`; `permit_on_first_permit` stops after the first `true`. Entries after the stop are neither decided nor recorded, and the answer lists only those decided. Other options are ignored.',
+      'Entries are decided one at a time, in order, and answered in that order. `options.evaluations_semantic`: `execute_all` (the default) decides every entry; `deny_on_first_deny` stops after the first `false`; `permit_on_first_permit` stops after the first `true`. Entries after the stop are neither decided nor recorded, and the answer lists only those decided. A decided entry is `{decision}` alone unless `options.include_context` is `true`, which adds each one\'s `context`. Other options are ignored.',
       '',
-      'A batch of N entries draws N tokens from the `evaluate` bucket before the first is decided; when the bucket cannot cover them, the answer is 429 `unavailable` and nothing is decided. An entry that cannot be decided for a reason of its own (its request id already used for other facts) is `false` with `context.error` (`status`, `code`, `message`); a failure of the service (503) fails the whole request, and entries decided before it stay recorded.',
+      'A batch of N entries draws N tokens from the `evaluate` bucket (one per decision, as on evaluate) before the first is decided; when the bucket cannot cover them, the answer is 429 `unavailable` and nothing is decided. An entry that is incomplete or malformed, or that cannot be decided for a reason of its own (its request id already used for other facts), is `false` with `context.error` (`status`, `code`, `message`, `details`), and the others are decided; a failure of the service (503) fails the whole request, and entries decided before it stay recorded.',
     ].join('\n'),
     success: 'The decision of each entry in order, or one decision when the request listed no entries.',
     errors: { 409: 'Without entries: another credential asked this very question under this `X-Request-ID`.' },
+    notJsonIs400: true,
+  },
+  'POST /access/v1/search/subject': {
+    operationId: 'searchSubjects',
+    summary: 'AuthZEN subject search',
+    tag: 'AuthZEN',
+    description:
+      'The subjects of the requested `subject.type` that may perform `action` on `resource`: every actor the policy names (in a class or an actor group), with the requested type and properties, put through the policy as an evaluation of it would be; those decided `allow` are the results. Actors a class admits through `actors: [\'*\']` cannot be enumerated and are not listed. Nothing is decided or recorded (no audit event, no approval opened, presented approvals not consulted); one token from the `evaluate` bucket. Paged: `page.limit` (1–100, 100 by default) and `page.token` (the previous page\'s `next_token`).',
+    success: 'The subjects found, and the page: `next_token` (empty on the last page), `count`, `total`.',
+    notJsonIs400: true,
+  },
+  'POST /access/v1/search/action': {
+    operationId: 'searchActions',
+    summary: 'AuthZEN action search',
+    tag: 'AuthZEN',
+    description:
+      'The actions `subject` may perform on `resource` (an agent gateway listing a caller\'s tools, say): the action types of the policy\'s exact classes, the names of `authzen.action_names` and the HTTP methods, each put through the policy as an evaluation of it would be; those decided `allow` are the results, under their AuthZEN names. A type a class reaches only through `prefix.*` is listed only when one of those names maps onto it. Nothing is decided or recorded (no audit event, no approval opened, presented approvals not consulted); one token from the `evaluate` bucket. Paged like subject search.',
+    success: 'The actions found, and the page: `next_token` (empty on the last page), `count`, `total`.',
+    notJsonIs400: true,
   },
   'GET /.well-known/authzen-configuration': {
     operationId: 'getAuthzenConfiguration',
     summary: 'AuthZEN metadata (discovery)',
     tag: 'AuthZEN',
     description:
-      'The AuthZEN Policy Decision Point metadata: `policy_decision_point` and the absolute URLs of the two evaluation endpoints. Built from `console.public_url` when configured, else from the request\'s scheme and Host (the forwarded ones with `trust_proxy`). It holds no secrets and, like `/openapi.json`, needs no credential: a client discovers the endpoints before it holds one.',
+      'The AuthZEN Policy Decision Point metadata: `policy_decision_point` and the absolute URLs of the evaluation and search endpoints (resource search is not offered, so not listed). Built from `console.public_url` when configured, else from the request\'s scheme and Host (the forwarded ones with `trust_proxy`). It holds no secrets and, like `/openapi.json`, needs no credential: a client discovers the endpoints before it holds one.',
     success: 'The metadata document.',
     successHeaders: { 'Cache-Control': '`public, max-age=3600` with `console.public_url` configured; `no-store` when the URLs come from the request.' },
   },

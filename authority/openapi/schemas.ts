@@ -10,6 +10,7 @@
 import { z } from 'zod';
 import { ApiKeyRecord } from '../../shared/wire/api-keys.js';
 import { ApprovalRecord } from '../../shared/wire/approvals.js';
+import { AuthzenActionSearchResponse, AuthzenSubjectSearchResponse } from '../../shared/wire/authzen-search.js';
 import { AuthzenAction, AuthzenConfiguration, AuthzenDecision, AuthzenDecisionContext, AuthzenErrorContext, AuthzenEvaluationsResponse, AuthzenResource, AuthzenSubject } from '../../shared/wire/authzen.js';
 import { AuditBundle, AuditCheckpointWire, AuditEventWire, AuditPublicKeyWire } from '../../shared/wire/audit.js';
 import { ApprovalRecordWire, EscalationWire, QuorumProgressWire } from '../../shared/wire/escalations.js';
@@ -34,14 +35,16 @@ const named: Array<[z.ZodType, string, string]> = [
   [DecisionObject, 'DecisionObject', 'Why the decision is what it is.'],
   [RiskEnvelope, 'RiskEnvelope', 'The risk score and the factors behind it.'],
   [EvaluateContext, 'EvaluateContext', 'Facts about the action; the policy reads them and a permit binds them.'],
-  [AuthzenSubject, 'AuthzenSubject', 'Who asks (AuthZEN). `id` is the evaluation\'s `actor_id`; the whole subject is `context.subject`.'],
-  [AuthzenAction, 'AuthzenAction', 'What the subject would do (AuthZEN). `name` is the evaluation\'s `action_type`; the whole action is `context.action`.'],
+  [AuthzenSubject, 'AuthzenSubject', 'Who asks (AuthZEN). `id` is the evaluation\'s `actor_id` (its digest when longer than 256 characters); the whole subject is `context.subject`.'],
+  [AuthzenAction, 'AuthzenAction', 'What the subject would do (AuthZEN). `name` becomes the evaluation\'s `action_type` by the action-name rule; the whole action is `context.action`.'],
   [AuthzenResource, 'AuthzenResource', 'What it would be done to (AuthZEN). `type` and `id` are the bound `context.target`; the whole resource is `context.resource`.'],
   [AuthzenDecision, 'AuthzenDecision', 'An AuthZEN decision: `true` only for allow. Never a permit.'],
   [AuthzenDecisionContext, 'AuthzenDecisionContext', 'Countersign\'s own decision behind an AuthZEN answer, and what it opened.'],
   [AuthzenErrorContext, 'AuthzenErrorContext', 'The context of a batch entry that could not be decided (`decision: false`): the error it met.'],
   [AuthzenEvaluationsResponse, 'AuthzenEvaluationsResponse', 'The decisions of an AuthZEN batch, in request order.'],
   [AuthzenConfiguration, 'AuthzenConfiguration', 'AuthZEN Policy Decision Point metadata.'],
+  [AuthzenActionSearchResponse, 'AuthzenActionSearchResponse', 'The actions an AuthZEN action search found, and the page.'],
+  [AuthzenSubjectSearchResponse, 'AuthzenSubjectSearchResponse', 'The subjects an AuthZEN subject search found, and the page.'],
   [PermitRecord, 'PermitRecord', 'A permit as recorded.'],
   [VerifyPermitResponse, 'VerifyPermitResponse', 'The verdict of a verification.'],
   [PolicyRecord, 'PolicyRecord', 'One version of the organization\'s policy.'],

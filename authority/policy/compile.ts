@@ -21,7 +21,7 @@ import { BUILTIN_DEFAULTS, EscalationSchema, HoldSchema, PolicyDocumentSchema } 
 import type { ActionClassDocument, EscalationDocument, PolicyDocument } from './schema.js';
 import { formatPath, noPositions, parseSource } from './source.js';
 import type { ParsedSource, Path } from './source.js';
-import type { CompileResult, EscalationSettings, HoldSettings, PolicyError } from './types.js';
+import type { CompileResult, EscalationSettings, HoldSettings, PolicyError, PolicyVocabulary } from './types.js';
 
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -165,6 +165,12 @@ function buildClass(doc: PolicyDocument, cls: ActionClassDocument, index: number
   };
 }
 
+function vocabularyOf(doc: PolicyDocument): PolicyVocabulary {
+  const exact = doc.action_classes.map((cls) => cls.match.action_type).filter((pattern) => !pattern.endsWith('.*'));
+  const actors = [...doc.action_classes.flatMap((cls) => cls.actors), ...Object.values(doc.actor_groups).flat()].filter((actor) => actor !== '*');
+  return Object.freeze({ exactActionTypes: Object.freeze([...new Set(exact)]), actors: Object.freeze([...new Set(actors)]) });
+}
+
 function buildModel(doc: PolicyDocument, programs: Map<string, Compiled>): PolicyModel {
   const groupsOf = new Map<string, string[]>();
   for (const [group, members] of Object.entries(doc.actor_groups)) {
@@ -205,7 +211,7 @@ function compileParsed(parsed: ParsedSource, options: CompileOptions): CompileRe
   const programs = compileExpressions(parsed, errors, options.purpose !== 'stored');
   if (!checked.success || errors.length > 0) return { ok: false, errors: errors.sort(byPosition) };
   const model = buildModel(checked.data, programs);
-  return { ok: true, policy: { document: parsed.value, decide: (input) => decide(model, input) } };
+  return { ok: true, policy: { document: parsed.value, vocabulary: vocabularyOf(checked.data), decide: (input) => decide(model, input) } };
 }
 
 /** Compiles policy text. `format` defaults to YAML, which also reads JSON; 'json' is strict JSON. */

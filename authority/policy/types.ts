@@ -105,9 +105,18 @@ export interface PolicyError {
   column: number | null;
 }
 
+/** What a policy names, for the searches that enumerate candidates (AuthZEN subject and action search). */
+export interface PolicyVocabulary {
+  /** The action types of exact-pattern classes, in document order, without repeats. */
+  exactActionTypes: readonly string[];
+  /** Every actor a class or actor group names (`*` aside), in document order, without repeats. */
+  actors: readonly string[];
+}
+
 export interface CompiledPolicy {
   /** The document as parsed (what GET /v1/policies returns). */
   document: unknown;
+  vocabulary: PolicyVocabulary;
   decide(input: DecisionInput): PolicyDecision;
 }
 

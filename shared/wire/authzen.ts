@@ -1,12 +1,13 @@
 /**
  * The AuthZEN Authorization API 1.0 (OpenID AuthZEN) on the wire: the access evaluation request,
- * its batch form (top-level defaults, `evaluations`, `options.evaluations_semantic`), the decision
- * answers and the Policy Decision Point metadata document. The authority answers them as a facade
- * over evaluate (authority/authzen/): decisions only, never a permit.
+ * its batch form (top-level defaults, `evaluations`, `options`), the decision answers and the
+ * Policy Decision Point metadata document. The authority answers them as a facade over evaluate
+ * (authority/authzen/): decisions only, never a permit. The search APIs are in authzen-search.ts.
  *
- * Entities are strict: an AuthZEN subject, action or resource carries its extra attributes in
- * `properties`, so any other key is a malformed request (400), not something quietly dropped
- * before the policy could see it.
+ * As AuthZEN asks, a receiver ignores what it does not know: keys other than the ones named here,
+ * at the top level, in an entity, in `options` or in a batch entry, are dropped before anything
+ * reads the request. The bounded-input rules still apply to the whole body (depth, finite
+ * numbers, well-formed text without NUL), so nothing unrecordable reaches the audit log.
  *
  * @example
  *   AuthzenEvaluationRequest.parse({
@@ -18,126 +19,85 @@
  */
 import { z } from 'zod';
 import { ERROR_CATALOGUE, type ErrorCode } from '../errors.js';
-import { ActionType, Decision, EvaluateContext, EvaluateResponse } from './evaluate.js';
+import { Decision, EvaluateResponse } from './evaluate.js';
 
 /**
  * How many evaluations one batch may list. Each is a full decision with its own audit event (and
- * perhaps an approval request), drawn one by one from the `evaluate` bucket: bounded input.
+ * perhaps an approval request), drawn one by one from the `evaluate` bucket: bounded input. The
+ * `evaluate` bucket's default burst is as large, so an idle organization can send the largest batch.
  */
-export const MAX_AUTHZEN_EVALUATIONS = 20;
-
-/**
- * Keys of the evaluate context that come from the request's subject, action and resource. The
- * AuthZEN `context` may not carry them (400): nothing in it can pose as the entities, nor bind a
- * resource other than the one named.
- */
-export const RESERVED_CONTEXT_KEYS = ['subject', 'action', 'resource', 'target'] as const;
+export const MAX_AUTHZEN_EVALUATIONS = 100;
 
 /** Further attributes of an entity: any JSON object, kept in the evaluation's context for policy conditions. */
 const Properties = z.record(z.string(), z.unknown());
 
-export const AuthzenSubject = z
-  .object({
-    type: z.string().min(1).max(256),
-    /** The evaluation's actor_id. */
-    id: z.string().min(1).max(256),
-    properties: Properties.optional(),
-  })
-  .strict();
+export const AuthzenSubject = z.object({
+  type: z.string().min(1).max(256),
+  /** Any length: the evaluation's actor_id is this id, or its digest when longer than 256 characters. */
+  id: z.string().min(1),
+  properties: Properties.optional(),
+});
 export type AuthzenSubject = z.infer<typeof AuthzenSubject>;
 
-export const AuthzenAction = z
-  .object({
-    /** The evaluation's action_type, with its rules: dotted lowercase, such as payments.wire. */
-    name: ActionType,
-    properties: Properties.optional(),
-  })
-  .strict();
+export const AuthzenAction = z.object({
+  /** Any name; it becomes the evaluation's action_type by the authority's action-name rule. */
+  name: z.string().min(1),
+  properties: Properties.optional(),
+});
 export type AuthzenAction = z.infer<typeof AuthzenAction>;
 
-export const AuthzenResource = z
-  .object({
-    /** With `id`, the evaluation's bound context.target. */
-    type: z.string().min(1).max(256),
-    id: z.string().min(1).max(1024),
-    properties: Properties.optional(),
-  })
-  .strict();
+export const AuthzenResource = z.object({
+  /** With `id`, the evaluation's bound context.target. */
+  type: z.string().min(1).max(256),
+  id: z.string().min(1).max(1024),
+  properties: Properties.optional(),
+});
 export type AuthzenResource = z.infer<typeof AuthzenResource>;
 
-type Issues = z.core.$RefinementCtx;
-
-function refuseReservedKeys(context: Record<string, unknown> | undefined, path: Array<string | number>, ctx: Issues): void {
-  for (const key of RESERVED_CONTEXT_KEYS) {
-    if (context && Object.hasOwn(context, key)) {
-      ctx.addIssue({ code: 'custom', path: [...path, key], message: `set from the request's ${key === 'target' ? 'resource' : key}; not accepted in context` });
-    }
-  }
-}
+/** The AuthZEN context: any JSON object. How its keys reach the policy is authority/authzen/mapping.ts's rule. */
+export const AuthzenContext = z.record(z.string(), z.unknown());
+export type AuthzenContext = z.infer<typeof AuthzenContext>;
 
 /** `POST /access/v1/evaluation`. */
-export const AuthzenEvaluationRequest = z
-  .object({
-    subject: AuthzenSubject,
-    action: AuthzenAction,
-    resource: AuthzenResource,
-    context: EvaluateContext.optional(),
-  })
-  .strict()
-  .superRefine((request, ctx) => refuseReservedKeys(request.context, ['context'], ctx));
+export const AuthzenEvaluationRequest = z.object({
+  subject: AuthzenSubject,
+  action: AuthzenAction,
+  resource: AuthzenResource,
+  context: AuthzenContext.optional(),
+});
 export type AuthzenEvaluationRequest = z.infer<typeof AuthzenEvaluationRequest>;
 
-/** One entry of `evaluations`: whatever it leaves out comes from the request's top level. */
-export const AuthzenEvaluationItem = z
-  .object({
-    subject: AuthzenSubject.optional(),
-    action: AuthzenAction.optional(),
-    resource: AuthzenResource.optional(),
-    context: EvaluateContext.optional(),
-  })
-  .strict();
+/** A default or an entry of a batch: any part of each entity, completed from the other. */
+export const AuthzenEvaluationItem = z.object({
+  subject: AuthzenSubject.partial().optional(),
+  action: AuthzenAction.partial().optional(),
+  resource: AuthzenResource.partial().optional(),
+  context: AuthzenContext.optional(),
+});
+export type AuthzenEvaluationItem = z.infer<typeof AuthzenEvaluationItem>;
 
 export const EvaluationsSemantic = z.enum(['execute_all', 'deny_on_first_deny', 'permit_on_first_permit']);
 export type EvaluationsSemantic = z.infer<typeof EvaluationsSemantic>;
 
-const ENTITIES = ['subject', 'action', 'resource'] as const;
-
 /**
  * `POST /access/v1/evaluations`. Without `evaluations` (or with an empty list) it is one
  * evaluation of the top-level subject, action, resource and context. With them, the top-level keys
- * are defaults: a key an entry gives replaces the default as a whole (context included, not
- * merged), and every entry must end up with a subject, an action and a resource.
+ * are defaults (authority/authzen/mapping.ts, `planEvaluations`). An entry is read on its own: one
+ * that is incomplete or malformed is answered `false` with its error, and the others are decided.
  */
-export const AuthzenEvaluationsRequest = z
-  .object({
-    subject: AuthzenSubject.optional(),
-    action: AuthzenAction.optional(),
-    resource: AuthzenResource.optional(),
-    context: EvaluateContext.optional(),
-    /** Decided in order; what an entry leaves out comes from the top level. */
-    evaluations: z.array(AuthzenEvaluationItem).max(MAX_AUTHZEN_EVALUATIONS).optional(),
-    /** Options of the batch; those this authority does not know are ignored. `execute_all` unless given. */
-    options: z.looseObject({ evaluations_semantic: EvaluationsSemantic.optional() }).optional(),
-  })
-  .strict()
-  .superRefine((request, ctx) => {
-    refuseReservedKeys(request.context, ['context'], ctx);
-    const items = request.evaluations ?? [];
-    if (items.length === 0) {
-      for (const key of ENTITIES) {
-        if (!request[key]) ctx.addIssue({ code: 'custom', path: [key], message: 'required when `evaluations` is absent or empty' });
-      }
-      return;
-    }
-    items.forEach((item, index) => {
-      refuseReservedKeys(item.context, ['evaluations', index, 'context'], ctx);
-      for (const key of ENTITIES) {
-        if (!item[key] && !request[key]) {
-          ctx.addIssue({ code: 'custom', path: ['evaluations', index, key], message: `required: neither this evaluation nor the request's top level gives a ${key}` });
-        }
-      }
-    });
-  });
+export const AuthzenEvaluationsRequest = AuthzenEvaluationItem.extend({
+  /** Decided in order; what an entry leaves out comes from the top level. Any JSON value is accepted here and read per entry. */
+  evaluations: z.array(z.union([AuthzenEvaluationItem, z.unknown()])).max(MAX_AUTHZEN_EVALUATIONS).optional(),
+  /** Options of the batch; those this authority does not know are ignored. */
+  options: z
+    .looseObject({
+      /** `execute_all` unless given. */
+      evaluations_semantic: EvaluationsSemantic.optional(),
+      /** true: each decided entry carries its `context` (Countersign's decision behind it). Entries answer `{decision}` alone unless asked. */
+      include_context: z.boolean().optional(),
+    })
+    .optional(),
+});
 export type AuthzenEvaluationsRequest = z.infer<typeof AuthzenEvaluationsRequest>;
 
 /** What the answer's `context` says: Countersign's own decision and what it opened. Never a permit. */
@@ -155,15 +115,21 @@ export const AuthzenDecisionContext = EvaluateResponse.pick({
   decision: Decision,
   /** Why: the decision object's reason codes. */
   reason_codes: z.array(z.string()),
+  /** The action type the policy decided on (the action name after the action-name rule). */
+  action_type: z.string(),
 });
 export type AuthzenDecisionContext = z.infer<typeof AuthzenDecisionContext>;
 
 const codes = Object.keys(ERROR_CATALOGUE) as [ErrorCode, ...ErrorCode[]];
 
-/** An entry of a batch that could not be decided (its request id taken by another credential, say): closed. */
-export const AuthzenErrorContext = z.object({
-  error: z.object({ status: z.number().int(), code: z.enum(codes), message: z.string() }),
+/** The error of a batch entry that could not be decided (incomplete, malformed, its request id taken): closed. */
+export const AuthzenEntryError = z.object({
+  status: z.number().int(),
+  code: z.enum(codes),
+  message: z.string(),
+  details: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
 });
+export const AuthzenErrorContext = z.object({ error: AuthzenEntryError });
 export type AuthzenErrorContext = z.infer<typeof AuthzenErrorContext>;
 
 /** The answer to one evaluation. */
@@ -174,11 +140,11 @@ export const AuthzenDecision = z.object({
 });
 export type AuthzenDecision = z.infer<typeof AuthzenDecision>;
 
-/** One entry of a batch answer: a decision, or `false` with the entry's error. */
+/** One entry of a batch answer: a decision (with its context when asked), or `false` with the entry's error. */
 export const AuthzenEvaluationDecision = z.object({
   /** true only when Countersign decided allow; false for an entry that could not be decided. */
   decision: z.boolean(),
-  context: z.union([AuthzenDecisionContext, AuthzenErrorContext]),
+  context: z.union([AuthzenDecisionContext, AuthzenErrorContext]).optional(),
 });
 export type AuthzenEvaluationDecision = z.infer<typeof AuthzenEvaluationDecision>;
 
@@ -192,5 +158,7 @@ export const AuthzenConfiguration = z.object({
   policy_decision_point: z.string(),
   access_evaluation_endpoint: z.string(),
   access_evaluations_endpoint: z.string(),
+  search_subject_endpoint: z.string(),
+  search_action_endpoint: z.string(),
 });
 export type AuthzenConfiguration = z.infer<typeof AuthzenConfiguration>;

@@ -8,55 +8,13 @@
  * when they are available.
  */
 import t, { type Test } from 'tap';
-import { openApiDocument } from '../../authority/openapi/document.js';
 import { AuthzenConfiguration, AuthzenDecision, AuthzenEvaluationsResponse, MAX_AUTHZEN_EVALUATIONS } from '../../shared/wire/authzen.js';
 import { AuditEventsResponse } from '../../shared/wire/audit.js';
 import { ErrorEnvelope } from '../../shared/wire/envelope.js';
 import { EvaluateResponse } from '../../shared/wire/evaluate.js';
 import { GENEROUS_LIMITS, withTestAuthority, type TestAuthority } from '../helpers/authority.js';
 import { appBackends, realServersMissing } from '../helpers/backends.js';
-import { OpenApiResponses } from '../helpers/openapi-responses.js';
-
-interface Reply {
-  status: number;
-  text: string;
-  body: any;
-  headers: Headers;
-}
-
-interface CallOptions {
-  /** The bearer credential; null sends none. The admin key of acme unless given. */
-  token?: string | null;
-  body?: unknown;
-  raw?: string;
-  contentType?: string;
-  requestId?: string;
-}
-
-/** A client of `authority` over loopback HTTP whose every answer is checked against the OpenAPI document. */
-async function loopback(authority: TestAuthority) {
-  const base = await authority.app.listen({ host: '127.0.0.1', port: 0 });
-  const responses = new OpenApiResponses(openApiDocument(authority.app));
-  const problems: string[] = [];
-  const call = async (method: string, path: string, options: CallOptions = {}): Promise<Reply> => {
-    const headers: Record<string, string> = {};
-    const token = options.token === undefined ? authority.acmeAdmin : options.token;
-    if (token !== null) headers.authorization = `Bearer ${token}`;
-    if (options.requestId !== undefined) headers['x-request-id'] = options.requestId;
-    let payload: string | undefined;
-    if (options.raw !== undefined || options.body !== undefined) {
-      headers['content-type'] = options.contentType ?? 'application/json';
-      payload = options.raw ?? JSON.stringify(options.body);
-    }
-    const response = await fetch(`${base}${path}`, { method, headers, body: payload });
-    const text = await response.text();
-    const body: unknown = (response.headers.get('content-type') ?? '').includes('json') ? JSON.parse(text) : text;
-    // A path or method the document has no operation for (a 405, say) is not checked.
-    if (responses.locate(method, path) !== null) problems.push(...responses.check({ method, url: path, status: response.status, body }));
-    return { status: response.status, text, body, headers: response.headers };
-  };
-  return { base, call, problems };
-}
+import { authzenClient as loopback, type Reply } from '../helpers/authzen-client.js';
 
 const finance = { type: 'service', id: 'finance-bot' };
 const wire = { name: 'payments.wire' };
@@ -147,6 +105,24 @@ for (const backend of appBackends()) {
       });
       t.equal(crossed.status, 409, 'the request id of a permit-less AuthZEN decision cannot fetch an answer from evaluate');
 
+      // Any action name, a free-form context and a long subject id: decided, never refused.
+      const mapped = decided(
+        t,
+        await call('POST', evaluation, {
+          body: { subject: { type: 'user', id: 'u'.repeat(300) }, action: { name: 'GET' }, resource: payee(), context: { environment: { region: 'eu' }, target: 'elsewhere', amount_usd: 'lots', note: 'kept' } },
+          requestId: 'authzen-mapped-1',
+        }),
+        'a gateway-style request',
+      );
+      t.equal(mapped.context.action_type, 'http.get', 'GET is http.get');
+      const [mappedEvent] = await auditOf(authority, 'authzen-mapped-1');
+      t.match(mappedEvent?.payload.details, {
+        action_type: 'http.get',
+        actor_id: /^sha256:[0-9a-f]{64}$/,
+        context: { note: 'kept', target: payee(), authzen_context: { environment: { region: 'eu' }, target: 'elsewhere', amount_usd: 'lots' } },
+      }, 'keys of ours with other types are set aside under authzen_context; the long id is its digest');
+      t.equal(decided(t, await call('POST', evaluation, { body: { ...access(500), action: { name: 'Wire Payment' } } }), 'another name').context.action_type.startsWith('authzen.wire_payment.'), true, 'other names are encoded');
+
       // Deny: false, with the reasons.
       const stranger = decided(t, await call('POST', evaluation, { body: { ...access(500), subject: { type: 'service', id: 'unknown-bot' } } }), 'deny');
       t.equal(stranger.decision, false);
@@ -206,7 +182,9 @@ for (const backend of appBackends()) {
       const defaults = { subject: finance, action: wire, resource: payee(), context: production(500, { note: 'default' }) };
       const entries = [{}, { context: production(50_000) }, { resource: payee('globex-ltd') }];
 
-      const all = answers(await batch({ ...defaults, evaluations: entries }, 'batch-all'), 'execute_all');
+      const bare = answers(await batch({ ...defaults, evaluations: entries }, 'batch-bare'), 'without include_context');
+      t.same(bare, [{ decision: true }, { decision: false }, { decision: true }], 'decided entries are bare decisions unless asked');
+      const all = answers(await batch({ ...defaults, options: { include_context: true }, evaluations: entries }, 'batch-all'), 'execute_all');
       t.same(decisions(all), [true, false, true], 'execute_all decides every entry, in order');
       t.match(all[1]?.context, { decision: 'hold', approval_request_id: String });
       const recorded = await Promise.all([0, 1, 2].map(async (i) => (await auditOf(authority, `batch-all/${i}`)).filter((event) => event.type === 'evaluation.decided')));
@@ -231,7 +209,7 @@ for (const backend of appBackends()) {
       t.same(decisions(answers(await batch({ ...defaults, options: { evaluations_semantic: 'execute_all' }, evaluations: order }, 'batch-explicit'), 'explicit execute_all')), [true, false, true]);
 
       // The same batch id again: entries repeat one by one; an entry with another question is decided under an id of its own.
-      const again = answers(await batch({ ...defaults, evaluations: [{ context: production(900) }, entries[1], entries[2]] }, 'batch-all'), 'a repeated batch');
+      const again = answers(await batch({ ...defaults, options: { include_context: true }, evaluations: [{ context: production(900) }, entries[1], entries[2]] }, 'batch-all'), 'a repeated batch');
       t.match(again[0], { decision: true, context: { request_id: /^batch-all\/0#/ } }, 'another question at entry 0 is decided anew');
       t.equal((again[1]?.context as { evaluation_id: string }).evaluation_id, (all[1]?.context as { evaluation_id: string }).evaluation_id, 'an unchanged entry returns its recorded decision');
       // Another credential asking that same question under that id: both ids are the first credential's, so 409.
@@ -242,6 +220,20 @@ for (const backend of appBackends()) {
       );
       t.match(denyOnError[0], { decision: false, context: { error: { status: 409, code: 'conflict', message: String } } }, 'an entry that cannot be decided is false with its error');
       t.same(decisions(denyOnError), [false], 'an entry error is a denial for deny_on_first_deny');
+
+      // Entries read one by one: an incomplete or malformed one is false with its error, decided by nobody; the others are decided.
+      const mixed = answers(
+        await batch({ subject: finance, action: wire, resource: {}, context: production(500), evaluations: [{ resource: payee() }, {}, 'an entry', { resource: { id: 'x', type: 7 } }, { resource: payee('globex-ltd'), extra: 1 }] }, 'batch-mixed'),
+        'mixed entries',
+      );
+      t.same(decisions(mixed), [true, false, false, false, true], 'the complete entries are decided; `"resource": {}` is a default');
+      t.match(mixed[1], { decision: false, context: { error: { status: 400, code: 'invalid_request', details: [{ path: 'evaluations.1.resource.type' }, { path: 'evaluations.1.resource.id' }] } } });
+      t.match(mixed[2], { decision: false, context: { error: { code: 'invalid_request', details: [{ path: 'evaluations.2' }] } } });
+      t.match(mixed[3], { decision: false, context: { error: { code: 'invalid_request', details: [{ path: 'evaluations.3.resource.type' }] } } });
+      t.same(await auditOf(authority, 'batch-mixed/1'), [], 'a refused entry is not recorded');
+      t.same((await auditOf(authority, 'batch-mixed/4')).map((event) => event.type), ['evaluation.decided']);
+      const merged = (await auditOf(authority, 'batch-mixed/0'))[0]?.payload.details.context as Record<string, unknown>;
+      t.same(merged.target, payee(), 'the entry resource completes the empty default');
 
       // No entries, or an empty list: one evaluation, answered in the single form.
       for (const [body, what] of [[access(500), 'no evaluations'], [{ ...access(500), evaluations: [] }, 'an empty list']] as const) {
@@ -278,6 +270,55 @@ for (const backend of appBackends()) {
     ),
   );
 
+  t.test(`subject and action search: through the policy, paged, one token, nothing recorded, on ${backend.name}`, (t) =>
+    withTestAuthority(
+      t,
+      backend,
+      async (authority) => {
+        const { call, problems } = await loopback(authority);
+        const evaluations = async () => (await authority.backend.db.query<{ n: number }>('SELECT count(*)::int AS n FROM evaluations'))[0]!.n;
+        const before = await evaluations();
+
+        const actions = await call('POST', '/access/v1/search/action', { body: { subject: finance, resource: payee(), context: production(500), action: { name: 'ignored' } } });
+        t.equal(actions.status, 200);
+        const names = actions.body.results.map((found: { name: string }) => found.name);
+        t.ok(names.includes('wire-payment'), 'a configured name whose type (payments.wire) the policy allows finance-bot at 500');
+        t.notOk(names.includes('payments.wire'), 'a type only a prefix class (payments.*) reaches is not enumerable by itself');
+        const remaining = Number(actions.headers.get('x-ratelimit-remaining'));
+        const held = await call('POST', '/access/v1/search/action', { body: { subject: finance, resource: payee(), context: production(50_000) } });
+        t.notOk(held.body.results.some((found: { name: string }) => found.name === 'wire-payment'), 'a hold is not a result');
+        t.equal(Number(held.headers.get('x-ratelimit-remaining')), remaining - 1, 'a search draws one token, whatever its candidates');
+        t.same((await call('POST', '/access/v1/search/action', { body: { subject: { type: 'service', id: 'nobody' }, resource: payee() } })).body.results, [], 'an unknown subject: no results');
+
+        const subjects = await call('POST', '/access/v1/search/subject', { body: { subject: { type: 'service', id: 'ignored' }, action: wire, resource: payee(), context: production(500) } });
+        t.equal(subjects.status, 200);
+        const found = subjects.body.results as Array<{ type: string; id: string }>;
+        t.ok(found.some((subject) => subject.id === 'finance-bot'), 'finance-bot may wire');
+        t.ok(found.every((subject) => subject.type === 'service'), 'with the requested type');
+        t.equal(subjects.body.page.next_token, '', 'one page');
+        t.equal(subjects.body.page.total, found.length);
+
+        // Paging: one result a page, followed to the end.
+        const seen: string[] = [];
+        let token: string | undefined;
+        do {
+          const page = await call('POST', '/access/v1/search/subject', { body: { subject: { type: 'service' }, action: wire, resource: payee(), context: production(500), page: { limit: 1, ...(token ? { token } : {}) } } });
+          t.equal(page.body.page.count, page.body.results.length);
+          seen.push(...page.body.results.map((subject: { id: string }) => subject.id));
+          token = page.body.page.next_token;
+        } while (token);
+        t.same(seen, found.map((subject) => subject.id), 'the pages together are the one-page answer, in order');
+        refusedAt(t, await call('POST', '/access/v1/search/subject', { body: { subject: { type: 'service' }, action: wire, resource: payee(), page: { token: 'forged' } } }), 'page.token', 'a token this search did not hand out');
+
+        t.equal(await evaluations(), before, 'no search recorded an evaluation');
+        t.equal((await call('POST', '/access/v1/search/resource', { body: { subject: finance, action: wire, resource: { type: 'payee' } } })).status, 404, 'resource search is not offered');
+        t.equal(await permitCount(authority), 0);
+        t.same(problems, [], 'every answer matches the OpenAPI document');
+      },
+      { rate_limits: { ...GENEROUS_LIMITS.rate_limits, evaluate: { per_minute: 100, burst: 100 } }, authzen: { action_names: { 'wire-payment': 'payments.wire' } } },
+    ),
+  );
+
   t.test(`refusals: credential, scope and malformed bodies, in the error envelope, on ${backend.name}`, (t) =>
     withTestAuthority(t, backend, async (authority) => {
       const { call, problems } = await loopback(authority);
@@ -286,8 +327,10 @@ for (const backend of appBackends()) {
         t.equal(anonymous.status, 401, `${path} without a credential: 401, before the body is looked at`);
         t.match(ErrorEnvelope.parse(anonymous.body), { error: 'unauthorized', request_id: 'who-1' });
         t.equal(anonymous.headers.get('x-request-id'), 'who-1');
+        t.equal(anonymous.headers.get('www-authenticate'), 'Bearer', 'a 401 names the scheme');
         const unknown = await call('POST', path, { token: `ask_live_${'A'.repeat(40)}`, body: access(500) });
         t.equal(unknown.status, 401, `${path} with an unknown key: 401`);
+        t.equal(unknown.headers.get('www-authenticate'), 'Bearer');
         const auditor = await call('POST', path, { token: await authority.key(['audit:read', 'approvals:write']), body: access(500) });
         t.equal(auditor.status, 403, `${path} without evaluate:write: 403`);
         t.equal(ErrorEnvelope.parse(auditor.body).error, 'forbidden');
@@ -297,25 +340,23 @@ for (const backend of appBackends()) {
       const one = (body: unknown) => call('POST', '/access/v1/evaluation', { body });
       const many = (body: unknown) => call('POST', '/access/v1/evaluations', { body });
       refusedAt(t, await one({ action: wire, resource: payee() }), 'subject', 'no subject');
-      refusedAt(t, await one({ ...access(500), action: { name: 'Not A Type' } }), 'action.name', 'an action name evaluate would refuse');
       refusedAt(t, await one({ ...access(500), subject: { id: 'finance-bot' } }), 'subject.type', 'a subject without a type');
-      refusedAt(t, await one({ ...access(500), subject: { ...finance, name: 'x' } }), 'subject', 'a subject with a key of its own');
       refusedAt(t, await one({ ...access(500), resource: { type: 'payee' } }), 'resource.id', 'a resource without an id');
-      refusedAt(t, await one({ ...access(500), context: { ...production(500), amount_usd: -1 } }), 'context.amount_usd', 'a negative amount');
-      for (const key of ['subject', 'action', 'resource', 'target']) {
-        refusedAt(t, await one({ ...access(500), context: { ...production(500), [key]: { type: 'x', id: 'y' } } }), `context.${key}`, `context.${key}, which the entities fill`);
-      }
-      refusedAt(t, await one({ ...access(500), evaluations: [] }), '(body)', 'evaluations on the single endpoint');
+      refusedAt(t, await one({ ...access(500), action: { name: 7 } }), 'action.name', 'an action name that is not a string');
       refusedAt(t, await one({ ...access(500), subject: { ...finance, properties: { note: 'a\u0000b' } } }), 'body.subject.properties.note', 'NUL in a property (bounded input)');
+      refusedAt(t, await call('POST', '/access/v1/evaluation', { raw: `${JSON.stringify(access(500)).slice(0, -1)},"foo":{"deep":1e999}}` }), 'body.foo.deep', 'bounded input holds for keys that are ignored, too');
       refusedAt(t, await many({ ...access(500), evaluations: Array.from({ length: MAX_AUTHZEN_EVALUATIONS + 1 }, () => ({})) }), 'evaluations', `more than ${MAX_AUTHZEN_EVALUATIONS} entries`);
-      refusedAt(t, await many({ action: wire, resource: payee(), evaluations: [{ subject: finance }, {}] }), 'evaluations.1.subject', 'an entry without a subject and no default');
       refusedAt(t, await many({ action: wire }), 'subject', 'no entries and no subject');
+      refusedAt(t, await many({ ...access(500), subject: 'finance-bot', evaluations: [{}] }), 'subject', 'a default that is not an entity');
       refusedAt(t, await many({ ...access(500), options: { evaluations_semantic: 'first_wins' } }), 'options.evaluations_semantic', 'an unknown semantic');
-      refusedAt(t, await many({ ...access(500), evaluations: [{ context: { target: payee() } }] }), 'evaluations.0.context.target', "an entry's context naming the target");
-      const notJson = await call('POST', '/access/v1/evaluation', { raw: '{"subject":' });
-      t.equal(notJson.status, 400, 'a body that is not JSON');
-      t.equal(ErrorEnvelope.parse(notJson.body).error, 'invalid_request');
-      t.equal((await call('POST', '/access/v1/evaluation', { raw: 'subject=x', contentType: 'text/plain' })).status, 415, 'a body that is not application/json');
+      for (const [raw, contentType, what] of [['{"subject":', 'application/json', 'not JSON'], ['', 'application/json', 'empty'], [JSON.stringify(access(500)), 'text/plain', 'JSON sent as text/plain'], ['subject=x', 'application/x-www-form-urlencoded', 'a form']] as const) {
+        for (const path of ['/access/v1/evaluation', '/access/v1/evaluations', '/access/v1/search/action']) {
+          const refused = await call('POST', path, { raw, contentType });
+          t.equal(refused.status, 400, `${path}, a body ${what}: 400`);
+          t.equal(ErrorEnvelope.parse(refused.body).error, 'invalid_request');
+        }
+      }
+      t.equal((await call('POST', '/v1/evaluate', { raw: 'subject=x', contentType: 'text/plain' })).status, 415, 'the rest of the API still answers 415');
       t.equal((await call('GET', '/access/v1/evaluation')).status, 405, 'only POST');
       t.same(await auditOf(authority, 'who-1'), [], 'nothing refused was decided');
 
@@ -361,6 +402,8 @@ for (const backend of appBackends()) {
           policy_decision_point: base,
           access_evaluation_endpoint: `${base}/access/v1/evaluation`,
           access_evaluations_endpoint: `${base}/access/v1/evaluations`,
+          search_subject_endpoint: `${base}/access/v1/search/subject`,
+          search_action_endpoint: `${base}/access/v1/search/action`,
         });
         t.notOk(reply.headers.get('x-ratelimit-limit'), 'drawn from no bucket');
         const bad = await call('GET', '/.well-known/authzen-configuration', { token: 'not-a-credential' });
@@ -387,6 +430,8 @@ for (const backend of appBackends()) {
             policy_decision_point: 'https://countersign.example.com',
             access_evaluation_endpoint: 'https://countersign.example.com/access/v1/evaluation',
             access_evaluations_endpoint: 'https://countersign.example.com/access/v1/evaluations',
+            search_subject_endpoint: 'https://countersign.example.com/access/v1/search/subject',
+            search_action_endpoint: 'https://countersign.example.com/access/v1/search/action',
           });
         },
         { console: { public_url: 'https://countersign.example.com/' } },
