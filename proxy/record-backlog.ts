@@ -45,8 +45,7 @@ export type { RecordFields };
  * backlog_full: past `maxHeld`; unreadable: a line of the backlog file that is not a record;
  * shutdown: still held when the proxy stopped, with no file to keep it in.
  */
-export const RECORD_DROP_REASONS = ['backlog_full', 'unreadable', 'shutdown'] as const;
-export type RecordDropReason = (typeof RECORD_DROP_REASONS)[number];
+export type RecordDropReason = 'backlog_full' | 'unreadable' | 'shutdown';
 
 export interface RecordBacklogOptions {
   store: Pick<SharedStore, 'appendRecords'>;

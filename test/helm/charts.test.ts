@@ -241,8 +241,20 @@ if (helm) {
     t.equal(config.upstream, 'http://127.0.0.1:8080');
     t.same(config.routes.map((r) => [r.name, r.mode]), [['payments-wire', 'shadow'], ['payments-refund', 'enforce']]);
     t.equal(proxyYaml.unmatched, 'deny', 'a request the gate cannot place is refused, not forwarded (issue 15)');
+    t.same(config.records, { backlog_max: 10_000, backlog_file: '/var/lib/countersign-proxy/records.jsonl' }, 'records held while Redis is down are kept on disk too');
+    t.equal(proxy.volumeMounts.find((m: any) => m.name === 'countersign-proxy-records')?.mountPath, '/var/lib/countersign-proxy', 'in a writable mount (the root filesystem is read-only)');
+    t.ok(pod.volumes.find((v: any) => v.name === 'countersign-proxy-records')?.emptyDir, 'an emptyDir: it outlives a restart of the proxy container');
     const annotations = JSON.stringify(deploy!.spec.template.metadata.annotations ?? {});
     t.notMatch(annotations, /checksum/, 'no checksum annotation on the pod template');
+  });
+
+  t.test('example application: recordBacklog.onDisk false keeps held records in memory only, with no volume for them', async (t) => {
+    const objects = render('helm/examples/payments-app', ['--set', 'countersignProxy.recordBacklog.onDisk=false', '--set', 'countersignProxy.recordBacklog.max=500']);
+    const config = parseProxyConfig(parse(find(objects, 'ConfigMap')[0]!.data['proxy.yaml']));
+    t.same(config.records, { backlog_max: 500 });
+    const pod = find(objects, 'Deployment')[0]!.spec.template.spec;
+    t.notOk(pod.volumes.some((v: any) => v.name === 'countersign-proxy-records'), 'no volume');
+    t.notOk(pod.containers[1].volumeMounts.some((m: any) => m.name === 'countersign-proxy-records'), 'no mount');
   });
 
   t.test('example application: a PodMonitor for the sidecars\' admin port when podMonitor.enabled, none by default', async (t) => {

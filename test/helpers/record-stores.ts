@@ -49,8 +49,8 @@ export interface LogLine {
   message: string;
 }
 
-/** A logger that keeps its lines in `lines`. */
-export function silentLogger(): { lines: LogLine[]; info: (d: object, m: string) => void; warn: (d: object, m: string) => void; error: (d: object, m: string) => void } {
+/** A logger that keeps its lines in `lines` and prints nothing. */
+export function recordingLogger(): { lines: LogLine[]; info: (d: object, m: string) => void; warn: (d: object, m: string) => void; error: (d: object, m: string) => void } {
   const lines: LogLine[] = [];
   const at = (level: LogLine['level']) => (details: object, message: string) => void lines.push({ level, details: details as Record<string, unknown>, message });
   return { lines, info: at('info'), warn: at('warn'), error: at('error') };

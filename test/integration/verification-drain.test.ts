@@ -19,7 +19,7 @@ import { createRecordBacklog } from '../../proxy/record-backlog.js';
 import { createTestAuthority, type TestAuthority } from '../helpers/authority.js';
 import { appBackends, realServersMissing } from '../helpers/backends.js';
 import { ManualClock } from '../helpers/clock.js';
-import { silentLogger, waitFor } from '../helpers/record-stores.js';
+import { recordingLogger, waitFor } from '../helpers/record-stores.js';
 
 interface WireEvent {
   type: string;
@@ -214,7 +214,7 @@ for (const backend of appBackends()) {
           return timeOuts-- > 0 ? batch.map(() => ({ status: 'rejected', reason: new Error('Command timed out') })) : outcomes;
         },
       });
-      const backlog = createRecordBacklog({ store: timingOut, stream, logger: silentLogger() });
+      const backlog = createRecordBacklog({ store: timingOut, stream, logger: recordingLogger() });
       const refusal = (n: number) => record(authority, { kind: 'permit.rejected', code: 'INTERNAL_ERROR', reason: 'store down', request_id: `retry-${n}`, gate_record_id: `0b7f2c1e-retry-${n}` });
       await backlog.append([refusal(1), refusal(2)]);
       await waitFor('the backlog to append them again', () => backlog.size() === 0);

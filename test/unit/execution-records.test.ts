@@ -7,7 +7,7 @@
 import t from 'tap';
 import { createExecutionRecords } from '../../proxy/execution-records.js';
 import { createRecordBacklog } from '../../proxy/record-backlog.js';
-import { silentLogger, switchableStore, waitFor } from '../helpers/record-stores.js';
+import { recordingLogger, switchableStore, waitFor } from '../helpers/record-stores.js';
 
 interface Append {
   batch: ReadonlyArray<Record<string, string>>;
@@ -87,7 +87,7 @@ t.test('execution records the store cannot take are held, and written once it is
   const store = switchableStore();
   store.up = false;
   let failed = 0;
-  const backlog = createRecordBacklog({ store, stream: 'org-1', logger: silentLogger(), onAppendFailed: (count) => (failed += count) });
+  const backlog = createRecordBacklog({ store, stream: 'org-1', logger: recordingLogger(), onAppendFailed: (count) => (failed += count) });
   t.teardown(() => backlog.close(0));
   const records = createExecutionRecords({ records: backlog, flushAfterMs: 60_000 });
   records.add(fields(1));

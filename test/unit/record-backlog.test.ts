@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { createRecordBacklog, openRecordBacklog, type RecordDropReason } from '../../proxy/record-backlog.js';
-import { silentLogger, switchableStore, waitFor } from '../helpers/record-stores.js';
+import { recordingLogger, switchableStore, waitFor } from '../helpers/record-stores.js';
 
 const record = (n: number) => ({ kind: 'permit.rejected', request_id: `req-${n}`, gate_record_id: `id-${n}` });
 const ids = (records: ReadonlyArray<Record<string, string>>) => records.map((fields) => fields.request_id);
@@ -35,7 +35,7 @@ const fileLines = async (file: string) => (await readFile(file, 'utf8')).split('
 
 t.test('with the store up, an append resolves once written; appends go out one at a time, in order', async (t) => {
   const store = switchableStore();
-  const backlog = createRecordBacklog({ store, stream: 'org-1', logger: silentLogger() });
+  const backlog = createRecordBacklog({ store, stream: 'org-1', logger: recordingLogger() });
   const first = backlog.append([record(1), record(2)]);
   const second = backlog.append([record(3)]);
   await first;
@@ -50,7 +50,7 @@ t.test('with the store up, an append resolves once written; appends go out one a
 t.test('store down: records are held without the caller waiting, and written in order once it is back', async (t) => {
   const store = switchableStore();
   const count = counters();
-  const logger = silentLogger();
+  const logger = recordingLogger();
   const backlog = createRecordBacklog({ store, stream: 'org-1', logger, ...count });
   store.up = false;
   await backlog.append([record(1)]);
@@ -76,7 +76,7 @@ t.test('store down: records are held without the caller waiting, and written in 
 t.test('past the bound a record is dropped, counted and logged with its request id; the held ones are written', async (t) => {
   const store = switchableStore();
   const count = counters();
-  const logger = silentLogger();
+  const logger = recordingLogger();
   const backlog = createRecordBacklog({ store, stream: 'org-1', maxHeld: 3, logger, ...count });
   store.up = false;
   await backlog.append([record(1), record(2)]);
@@ -96,7 +96,7 @@ t.test('past the bound a record is dropped, counted and logged with its request 
 
 t.test('an append whose outcome was unknown is appended again with the same gate_record_id', async (t) => {
   const store = switchableStore();
-  const backlog = createRecordBacklog({ store, stream: 'org-1', logger: silentLogger() });
+  const backlog = createRecordBacklog({ store, stream: 'org-1', logger: recordingLogger() });
   store.ambiguous = 1;
   await backlog.append([record(1), record(2)]);
   await backlog.append([record(3)]);
@@ -113,7 +113,7 @@ t.test('an append whose outcome was unknown is appended again with the same gate
 t.test('shutdown without a file: what is still held is dropped as shutdown, and logged', async (t) => {
   const store = switchableStore();
   const count = counters();
-  const logger = silentLogger();
+  const logger = recordingLogger();
   const backlog = createRecordBacklog({ store, stream: 'org-1', logger, ...count });
   store.up = false;
   await backlog.append([record(1), record(2)]);
@@ -125,7 +125,7 @@ t.test('shutdown without a file: what is still held is dropped as shutdown, and 
 t.test('shutdown with the store back writes what is held before it returns', async (t) => {
   const store = switchableStore();
   const count = counters();
-  const backlog = createRecordBacklog({ store, stream: 'org-1', retryMaxMs: 60_000, logger: silentLogger(), ...count });
+  const backlog = createRecordBacklog({ store, stream: 'org-1', retryMaxMs: 60_000, logger: recordingLogger(), ...count });
   store.up = false;
   await backlog.append([record(1)]);
   store.up = true;
@@ -139,7 +139,7 @@ t.test('with a file: held records survive a restart, are written by the next pro
   const down = switchableStore();
   down.up = false;
   const count = counters();
-  const first = await openRecordBacklog({ store: down, stream: 'org-1', file, logger: silentLogger(), ...count });
+  const first = await openRecordBacklog({ store: down, stream: 'org-1', file, logger: recordingLogger(), ...count });
   await first.append([record(1), record(2)]);
   await first.append([record(3)]);
   await waitFor('the held records to reach the file', async () => (await fileLines(file)).length === 3);
@@ -148,7 +148,7 @@ t.test('with a file: held records survive a restart, are written by the next pro
   t.same(count.state.dropped, {}, 'nothing lost at shutdown: the file keeps it');
 
   const store = switchableStore();
-  const logger = silentLogger();
+  const logger = recordingLogger();
   const second = await openRecordBacklog({ store, stream: 'org-1', file, logger });
   t.match(logger.lines[0], { level: 'warn', details: { records: 3 }, message: /reloaded/ }, 'the reload is logged');
   await second.append([record(4)]);
@@ -163,7 +163,7 @@ t.test('a line of the file that is not a record (cut short by a crash) is counte
   await writeFile(file, `${JSON.stringify(record(1))}\n${JSON.stringify(record(2))}\n{"kind":"permit.rej`);
   const store = switchableStore();
   const count = counters();
-  const backlog = await openRecordBacklog({ store, stream: 'org-1', file, logger: silentLogger(), ...count });
+  const backlog = await openRecordBacklog({ store, stream: 'org-1', file, logger: recordingLogger(), ...count });
   await waitFor('the reloaded records to be written', () => backlog.size() === 0);
   t.same(ids(store.written), ['req-1', 'req-2']);
   t.same(count.state.dropped, { unreadable: 1 });
@@ -173,5 +173,5 @@ t.test('a line of the file that is not a record (cut short by a crash) is counte
 t.test('a backlog file that cannot be written stops the start', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'countersign-backlog-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
-  await t.rejects(openRecordBacklog({ store: switchableStore(), stream: 'org-1', file: join(dir, 'missing', 'records.jsonl'), logger: silentLogger() }), { code: 'ENOENT' });
+  await t.rejects(openRecordBacklog({ store: switchableStore(), stream: 'org-1', file: join(dir, 'missing', 'records.jsonl'), logger: recordingLogger() }), { code: 'ENOENT' });
 });

@@ -49,6 +49,12 @@ permitHeader: X-Service-Permit
 issuer: countersign
 audience: "countersign:gate"
 maxBodyBytes: 65536
+# proxy.yaml `records`: records the proxy cannot append while Redis is down are held, at most `max`,
+# and with onDisk also in an emptyDir, so a restarted proxy container (a crash, an OOM kill) still
+# writes them. The emptyDir goes with the pod.
+recordBacklog:
+  max: 10000
+  onDisk: true
 logLevel: info
 routes: []
 # The Envoy external authorizer (proxy.yaml ext_authz). host 127.0.0.1 keeps it to the pod.
@@ -102,6 +108,9 @@ extraEnv: []
   "log_level" $v.logLevel
   "store" $v.store
   "routes" $v.routes -}}
+{{- $records := dict "backlog_max" $v.recordBacklog.max -}}
+{{- if $v.recordBacklog.onDisk }}{{ $_ := set $records "backlog_file" "/var/lib/countersign-proxy/records.jsonl" }}{{ end -}}
+{{- $_ := set $cfg "records" $records -}}
 {{- if not $authz.only }}{{ $_ := set $cfg "upstream" (printf "http://127.0.0.1:%v" $v.upstreamPort) }}{{ end -}}
 {{- if $authzOn -}}
 {{- $section := dict "only" $authz.only -}}
@@ -211,6 +220,11 @@ data:
     - name: countersign-proxy-key
       mountPath: /etc/countersign-proxy-key
       readOnly: true
+    {{- if $v.recordBacklog.onDisk }}
+    # The record backlog file (proxy.yaml records.backlog_file): the root filesystem is read-only.
+    - name: countersign-proxy-records
+      mountPath: /var/lib/countersign-proxy
+    {{- end }}
 {{- end -}}
 
 {{- define "countersign-sidecar.volumes" -}}
@@ -225,4 +239,9 @@ data:
     items:
       - key: {{ $v.apiKeySecret.key }}
         path: api-key
+{{- if $v.recordBacklog.onDisk }}
+- name: countersign-proxy-records
+  emptyDir:
+    sizeLimit: 64Mi
+{{- end }}
 {{- end -}}
