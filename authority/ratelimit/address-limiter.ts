@@ -18,10 +18,15 @@ import { isIPv4 } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { LRUCache } from 'lru-cache';
 import { bucketResult, takeFromBucket, type TokenBucketState } from '../../shared/store/token-bucket.js';
-import type { TokenBucketSpec } from '../../shared/store/types.js';
+import type { TokenBucketResult, TokenBucketSpec } from '../../shared/store/types.js';
 import type { BucketConfig } from '../config.js';
 import type { Clock } from '../time.js';
-import type { RateDecision } from './limiter.js';
+
+/** A bucket's answer, with the limit the X-RateLimit-* headers name (both limiters give one). */
+export interface RateDecision extends TokenBucketResult {
+  /** Sustained requests per minute: the X-RateLimit-Limit header. */
+  limit: number;
+}
 
 /** Addresses remembered at most. An entry is ~200 bytes: 50,000 is ~10 MB. */
 const DEFAULT_MAX_ADDRESSES = 50_000;

@@ -10,18 +10,15 @@
  *   const decision = await limiter.take(org, 'evaluate');
  *   if (!decision.allowed) … decision.retryAfterMs …
  */
-import type { SharedStore, TokenBucketResult } from '../../shared/store/types.js';
+import type { SharedStore } from '../../shared/store/types.js';
 import type { AuthorityConfig, BucketConfig } from '../config.js';
 import type { Organization } from '../orgs/organizations.js';
 import type { Clock } from '../time.js';
-import { AddressLimiter } from './address-limiter.js';
+import { AddressLimiter, type RateDecision } from './address-limiter.js';
+
+export type { RateDecision };
 
 export type RateBucket = 'evaluate' | 'api';
-
-export interface RateDecision extends TokenBucketResult {
-  /** Sustained requests per minute: the X-RateLimit-Limit header. */
-  limit: number;
-}
 
 export class RateLimiter {
   /** Unauthenticated, failed-authentication and unpermitted requests, per client address. */
