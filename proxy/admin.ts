@@ -9,18 +9,12 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CountersignError } from '../shared/errors.js';
-import type { RemoteKeyResolver } from '../shared/permits/remote-keys.js';
-import type { SharedStore } from '../shared/store/types.js';
 import { requestIdOf, sendError } from './http-messages.js';
 import type { ProxyMetrics } from './metrics.js';
+import { isReady, readinessChecks, type ReadinessDeps } from './readiness.js';
 
-export interface AdminDeps {
+export interface AdminDeps extends ReadinessDeps {
   metrics: ProxyMetrics;
-  keys: RemoteKeyResolver;
-  store: SharedStore;
-  readyTimeoutMs: number;
-  /** The ext_authz listeners' readiness (`ext_authz_grpc`, `ext_authz_http`), when configured. */
-  frontDoors: () => Record<string, 'ok' | 'unavailable'>;
 }
 
 export async function handleAdmin(req: IncomingMessage, res: ServerResponse, deps: AdminDeps): Promise<void> {
@@ -34,9 +28,8 @@ export async function handleAdmin(req: IncomingMessage, res: ServerResponse, dep
     return send(res, 200, deps.metrics.registry.contentType, text, requestId);
   }
   if (path === '/healthz') return send(res, 200, 'application/json; charset=utf-8', JSON.stringify({ status: 'ok' }), requestId);
-  const storeOk = await withTimeout(deps.store.ping(), deps.readyTimeoutMs);
-  const checks = { keys: deps.keys.ready() ? 'ok' : 'unavailable', store: storeOk ? 'ok' : 'unavailable', ...deps.frontDoors() } as const;
-  const ok = Object.values(checks).every((check) => check === 'ok');
+  const checks = await readinessChecks(deps);
+  const ok = isReady(checks);
   return send(res, ok ? 200 : 503, 'application/json; charset=utf-8', JSON.stringify({ status: ok ? 'ok' : 'unavailable', checks }), requestId);
 }
 
@@ -48,22 +41,4 @@ function send(res: ServerResponse, status: number, contentType: string, body: st
     'x-request-id': requestId,
   });
   res.end(res.req.method === 'HEAD' ? undefined : body);
-}
-
-/** Resolves true when `promise` fulfils within `ms`; a hung Redis must not hang the probe. */
-function withTimeout(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve(false), ms);
-    timer.unref();
-    promise.then(
-      () => {
-        clearTimeout(timer);
-        resolve(true);
-      },
-      () => {
-        clearTimeout(timer);
-        resolve(false);
-      },
-    );
-  });
 }

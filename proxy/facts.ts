@@ -15,12 +15,13 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { normalizeBoundFact } from '../shared/permits/binding.js';
 import type { ProxyRoute } from './config.js';
 import type { FactSource, TextConversion } from './fact-sources.js';
+import { headerText } from './header-text.js';
 
 export interface FactRequest {
   /** From matchRoute. */
   params: Readonly<Record<string, string>>;
   query: URLSearchParams;
-  /** node:http's headers: names in lower case. */
+  /** node:http's headers: names in lower case, values one latin1 character per byte. */
   headers: IncomingHttpHeaders;
   /** The parsed JSON body; given only when `route.needsBody` (undefined: no or unparsable body). */
   body?: unknown;
@@ -99,7 +100,9 @@ function resolve(source: FactSource, request: FactRequest): Resolved {
       const raw = request.headers[source.name];
       if (raw === undefined) return { reason: `header ${source.name} is absent` };
       if (Array.isArray(raw) && raw.length !== 1) return { reason: `header ${source.name} appears ${raw.length} times` };
-      const value = Array.isArray(raw) ? raw[0]! : raw;
+      // The same bytes bind the same fact on every front door (header-text.ts).
+      const value = headerText(Array.isArray(raw) ? raw[0]! : raw);
+      if (value === undefined) return { reason: `header ${source.name} is not UTF-8 text, so it has no canonical form` };
       return convert(value, source.as, `header ${source.name}`);
     }
     case 'body': {

@@ -57,6 +57,7 @@ import { createGate, type Gate } from './gate.js';
 import { requestIdOf, sendError } from './http-messages.js';
 import { createProxyMetrics, type ProxyMetrics } from './metrics.js';
 import { gateState, type GateState } from './placement.js';
+import { isReady, readinessChecks } from './readiness.js';
 import { createProxyServer, proxyState, type ProxyServer, type ProxyState } from './server.js';
 
 export interface StartProxyOptions {
@@ -218,10 +219,12 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
       proxy = createProxyServer({ current: () => state as ProxyState, gate, executionRecords, metrics, logger });
       url = await listen(proxy.server, initial.listen);
     }
-    if (initial.ext_authz !== undefined) extAuthz = await serveExtAuthz(initial.ext_authz, { current: () => state, gate, metrics, logger });
-
     const readyTimeoutMs = options.readyTimeoutMs ?? 1_000;
     const frontDoors = () => extAuthz?.checks() ?? {};
+    // The gRPC health service reports what /readyz does.
+    const ready = async () => isReady(await readinessChecks({ keys, store, readyTimeoutMs, frontDoors }));
+    if (initial.ext_authz !== undefined) extAuthz = await serveExtAuthz(initial.ext_authz, { current: () => state, gate, metrics, logger, ready });
+
     const admin = createServer((req, res) => {
       handleAdmin(req, res, { metrics, keys, store, readyTimeoutMs, frontDoors }).catch((error: unknown) => {
         logger.error({ err: error }, 'admin request failed');

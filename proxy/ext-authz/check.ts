@@ -11,9 +11,12 @@
  * - deny: the error envelope with the refusal's status (403, 503, and 400 for an ambiguous path).
  * - shadow: allow, with the would-be refusal counted and recorded by the gate, as the proxy does.
  * - Body facts: Envoy sends the body only with `with_request_body`, and says whether it is whole
- *   in `x-envoy-auth-partial-body`. Without that header there is no body to read (503
- *   `BODY_NOT_SENT`); `true` means it was cut (503 `BODY_TOO_LARGE`), as is a body over the
- *   route's `max_body_bytes`.
+ *   in `x-envoy-auth-partial-body` (envoyBodySent). A request without a body is read as the
+ *   forwarding server reads it (its facts are absent: 403); one whose body Envoy did not send
+ *   cannot be read (503 `BODY_NOT_SENT`); `true` means it was cut (503 `BODY_TOO_LARGE`), as is a
+ *   body over the route's `max_body_bytes`.
+ * - A caller that gave up spends nothing: the transport's deadline, less the answer's margin
+ *   (consumeDeadline), and its cancellation go to the gate's consume.
  * - Envoy forwards, so there is no upstream answer to observe: no `execution.observed` record.
  * - Tracing on (shared/telemetry): each check is a server span joining the trace of the request it
  *   describes, named after its route; the gate's check and the consume are its children. Envoy
@@ -44,7 +47,15 @@ export const PARTIAL_BODY_HEADER = 'x-envoy-auth-partial-body';
 /** What Envoy sent of the body: all of it (possibly empty), part of it, or nothing at all. */
 export type EnvoyBody = { sent: 'whole'; body: BufferedBody } | { sent: 'partial' } | { sent: 'none' };
 
-export interface ExtAuthzRequest {
+/** When the transport's caller stops waiting, and its cancellation. */
+export interface CallerLimits {
+  /** When the caller stops waiting (ms since the epoch, `Date.now`'s clock); absent: it said nothing. */
+  deadlineMs?: number;
+  /** Aborted when the caller gave up (cancelled the call, closed the connection). */
+  signal: AbortSignal;
+}
+
+export interface ExtAuthzRequest extends CallerLimits {
   /** The client's method. */
   method: string;
   /** The client's request target (path and query) as Envoy saw it, any path_prefix taken off. */
@@ -112,7 +123,8 @@ export function createExtAuthzCheck(options: ExtAuthzCheckOptions): ExtAuthzChec
     }
 
     const { route, params, target } = placed;
-    const input: GateInput = { route, params, query: new URLSearchParams(queryOf(target)), headers, requestId };
+    const input: GateInput = { route, params, query: new URLSearchParams(queryOf(target)), headers, requestId, signal: request.signal };
+    if (request.deadlineMs !== undefined) input.deadlineMs = consumeDeadline(request.deadlineMs);
     if (route.needsBody) {
       const got = await request.body(route.max_body_bytes);
       if (got === null) return null;
@@ -155,6 +167,21 @@ export function createExtAuthzCheck(options: ExtAuthzCheckOptions): ExtAuthzChec
   return { decide, refuseMalformed };
 }
 
+/** Of the time a caller gives a check, this share is kept for the answer's way back to it… */
+const ANSWER_MARGIN_SHARE = 0.2;
+/** …and at least this much (ms): the gate's refusal, the encoding, the loopback hop. */
+const ANSWER_MARGIN_MIN_MS = 10;
+
+/**
+ * The deadline the gate's consume must meet (GateInput.deadlineMs) for its answer to reach, in
+ * time, a caller that waits until `callerDeadlineMs`: a fifth of the time left is kept for the way
+ * back. With Envoy's default 200 ms, the consume settles within 160 ms (the store's script refuses
+ * to run after three quarters of that, redis.ts) and the answer has 40 ms to arrive.
+ */
+export function consumeDeadline(callerDeadlineMs: number, nowMs = Date.now()): number {
+  return callerDeadlineMs - Math.max(ANSWER_MARGIN_MIN_MS, (callerDeadlineMs - nowMs) * ANSWER_MARGIN_SHARE);
+}
+
 /** Envoy's x-request-id (it sets one on every request unless told not to), or a new one. */
 export function requestIdFrom(headers: IncomingHttpHeaders): string {
   const given = headers['x-request-id'];
@@ -162,15 +189,24 @@ export function requestIdFrom(headers: IncomingHttpHeaders): string {
 }
 
 /**
- * What Envoy says it sent of the body, from `x-envoy-auth-partial-body`: absent when it was not
- * configured to send one (or the header was filtered out, which looks the same and must fail the
- * same way: a body that might be partial cannot bind facts).
+ * What Envoy says it sent of the body, from `x-envoy-auth-partial-body`, which it adds to every
+ * check that carries a body it buffered (`with_request_body`), and only to those:
+ *
+ * - `false`: the whole body; anything else: part of it.
+ * - Absent, for a request without a body (Envoy buffers nothing when the request ends with its
+ *   headers): `content-length: 0`, or neither `content-length` nor `transfer-encoding`. That is a
+ *   whole, empty body, as the forwarding server reads it. Over HTTP, `content-length` is the
+ *   length of the body Envoy sent (0 when it sent none).
+ * - Absent while the headers announce a body: Envoy was not configured to send it, or the flag
+ *   was filtered out (both must fail the same way: a body that might be partial cannot bind facts).
  */
 export function envoyBodySent(headers: IncomingHttpHeaders): 'whole' | 'partial' | 'none' {
   const flag = headers[PARTIAL_BODY_HEADER];
   if (flag === 'false') return 'whole';
-  if (flag === undefined) return 'none';
-  return 'partial';
+  if (flag !== undefined) return 'partial';
+  const length = headers['content-length'];
+  const bodiless = length === '0' || (length === undefined && headers['transfer-encoding'] === undefined);
+  return bodiless ? 'whole' : 'none';
 }
 
 /** A complete body (bytes Envoy sent) as the gate reads it, marked too large past `limit`. */

@@ -11,7 +11,12 @@
  *   `google.rpc.Status` matches the HTTP status (403 PERMISSION_DENIED, 503 UNAVAILABLE, 400
  *   INVALID_ARGUMENT, 500 INTERNAL) with a `DeniedHttpResponse` carrying the error envelope. A
  *   failed call would be Envoy's `status_on_error`, or an allow with `failure_mode_allow`.
- * - Drain: new calls are refused (Envoy fails them closed), calls in flight finish.
+ * - A caller that gave up spends nothing: the call's deadline (Envoy's `grpc-timeout`) bounds the
+ *   consume, less the answer's margin (check.ts), and a cancelled call aborts it; a consume landing
+ *   after either is not made or is undone.
+ * - `grpc.health.v1.Health` on the same listener reports the proxy's readiness (grpc-health.ts).
+ * - Drain: new calls are refused (Envoy fails them closed), calls in flight finish, health watches
+ *   end with NOT_SERVING.
  *
  * @example
  *   const grpc = await startExtAuthzGrpc({ listen: { host: '127.0.0.1', port: 9191 }, check, logger });
@@ -23,13 +28,17 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { Server, ServerCredentials, type sendUnaryData, type ServerUnaryCall } from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { CountersignError, errorEnvelope, withErrorHeaders } from '../../shared/errors.js';
-import { envoyBodySent, requestIdFrom, wholeBody, type ExtAuthzCheck, type ExtAuthzRequest, type ExtAuthzVerdict } from './check.js';
+import { headerBytes } from '../header-text.js';
+import { envoyBodySent, requestIdFrom, wholeBody, type CallerLimits, type ExtAuthzCheck, type ExtAuthzRequest, type ExtAuthzVerdict } from './check.js';
+import { addHealthService } from './grpc-health.js';
 import { authorizationService, GRPC_CODE, type CheckRequest, type CheckResponse, type HeaderValueOption, type HttpRequestAttributes } from './protos.js';
 
 export interface ExtAuthzGrpcOptions {
   listen: { host: string; port: number };
   check: ExtAuthzCheck;
   logger: Logger;
+  /** The proxy's readiness, for grpc.health.v1 (grpc-health.ts); default: ready while serving. */
+  ready?: () => Promise<boolean>;
 }
 
 export interface ExtAuthzGrpcServer {
@@ -54,7 +63,7 @@ export async function startExtAuthzGrpc(options: ExtAuthzGrpcOptions): Promise<E
   const server = new Server({ 'grpc.max_receive_message_length': MAX_CHECK_REQUEST_BYTES });
   let serving = true;
 
-  async function answer(checkRequest: CheckRequest): Promise<CheckResponse> {
+  async function answer(checkRequest: CheckRequest, caller: CallerLimits): Promise<CheckResponse> {
     const http = checkRequest.attributes?.request?.http;
     const { headers, pseudo } = headersOf(http);
     const requestId = requestIdFrom(headers);
@@ -72,6 +81,7 @@ export async function startExtAuthzGrpc(options: ExtAuthzGrpcOptions): Promise<E
       target,
       headers,
       requestId,
+      ...caller,
       body: async (limit) => {
         const sent = envoyBodySent(headers);
         if (sent !== 'whole') return { sent };
@@ -85,7 +95,13 @@ export async function startExtAuthzGrpc(options: ExtAuthzGrpcOptions): Promise<E
   }
 
   function handle(call: ServerUnaryCall<CheckRequest, CheckResponse>, callback: sendUnaryData<CheckResponse>): void {
-    answer(call.request).then(
+    // Envoy's grpc-timeout is when it stops waiting; a cancelled call (the client went away) gave up too.
+    const cancelled = new AbortController();
+    call.on('cancelled', () => cancelled.abort());
+    if (call.cancelled) cancelled.abort();
+    const deadline = call.getDeadline();
+    const deadlineMs = deadline instanceof Date ? deadline.getTime() : deadline;
+    answer(call.request, { signal: cancelled.signal, ...(Number.isFinite(deadlineMs) ? { deadlineMs } : {}) }).then(
       (response) => callback(null, response),
       (error: unknown) => {
         // A bug or an unexpected failure: still a denial Envoy can pass on, never an allow.
@@ -96,6 +112,7 @@ export async function startExtAuthzGrpc(options: ExtAuthzGrpcOptions): Promise<E
   }
 
   server.addService(authorizationService().service, { Check: handle });
+  const health = addHealthService(server, { ready: async () => serving && (options.ready === undefined || (await options.ready())) });
   const host = options.listen.host.includes(':') ? `[${options.listen.host}]` : options.listen.host;
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(`${host}:${options.listen.port}`, ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound)));
@@ -107,6 +124,7 @@ export async function startExtAuthzGrpc(options: ExtAuthzGrpcOptions): Promise<E
     async drain(timeoutMs) {
       if (!serving) return;
       serving = false;
+      health.drain();
       await new Promise<void>((resolve) => {
         const deadline = setTimeout(() => {
           server.forceShutdown();
@@ -120,6 +138,7 @@ export async function startExtAuthzGrpc(options: ExtAuthzGrpcOptions): Promise<E
     },
     async close() {
       serving = false;
+      health.drain();
       server.forceShutdown();
     },
   };
@@ -163,9 +182,9 @@ function checkResponse(verdict: ExtAuthzVerdict, requestId: string): CheckRespon
 
 /**
  * The client's headers as node:http would hand them to the forwarding server: lower-case names,
- * `:authority` as `host`, the other pseudo-headers apart. From `header_map` (raw: each occurrence
- * on its own, values as bytes read like node:http reads them, latin1) when Envoy sends it, else
- * from `headers`.
+ * `:authority` as `host`, the other pseudo-headers apart, each value its bytes one latin1
+ * character each (header-text.ts). From `header_map` (raw: each occurrence on its own, the bytes
+ * of `raw_value`) when Envoy sends it, else from `headers` (text, turned back into its UTF-8 bytes).
  */
 function headersOf(http: HttpRequestAttributes | undefined): { headers: IncomingHttpHeaders; pseudo: Record<string, string> } {
   const headers: Record<string, string | string[]> = Object.create(null) as Record<string, string | string[]>;
@@ -183,12 +202,12 @@ function headersOf(http: HttpRequestAttributes | undefined): { headers: Incoming
   const raw = http?.header_map?.headers ?? [];
   if (raw.length > 0) {
     for (const entry of raw) {
-      const value = entry.raw_value !== undefined && entry.raw_value.length > 0 ? entry.raw_value.toString('latin1') : (entry.value ?? '');
+      const value = entry.raw_value !== undefined && entry.raw_value.length > 0 ? entry.raw_value.toString('latin1') : headerBytes(entry.value ?? '');
       add(entry.key ?? '', value);
     }
   } else {
-    for (const [name, value] of Object.entries(http?.headers ?? {})) add(name, value);
+    for (const [name, value] of Object.entries(http?.headers ?? {})) add(name, headerBytes(value));
   }
-  if (headers.host === undefined && http?.host) headers.host = http.host;
+  if (headers.host === undefined && http?.host) headers.host = headerBytes(http.host);
   return { headers: headers as IncomingHttpHeaders, pseudo };
 }

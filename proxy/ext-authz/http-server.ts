@@ -11,11 +11,17 @@
  *   envelope). Envoy treats a 5xx from the service as a failed check: it answers `status_on_error`
  *   (403 unless set) without this body, or lets the request through under `failure_mode_allow`,
  *   which must stay false.
+ * - A caller that gave up spends nothing: `checkTimeoutMs` (Envoy's timeout, which it does not
+ *   send) bounds the consume, less the answer's margin (check.ts), and Envoy closing the
+ *   connection aborts it; a consume landing after either is not made or is undone.
+ * - Request heads up to `maxHeaderBytes` (Envoy accepts 60 KiB of headers by default, and always
+ *   sends `Authorization`): a larger limit than node:http's 16 KiB, so no check gets a bare 431.
  * - Drain: the listener stops accepting, checks in flight finish, a check arriving meanwhile on an
  *   open connection gets 503 `service_unavailable` (Envoy fails it closed).
  *
  * @example
- *   const http = await startExtAuthzHttp({ listen: { host: '127.0.0.1', port: 9192 }, pathPrefix: '/authz', check, logger });
+ *   const http = await startExtAuthzHttp({ listen: { host: '127.0.0.1', port: 9192 }, pathPrefix: '/authz',
+ *     checkTimeoutMs: 200, maxHeaderBytes: 64 * 1024, check, logger });
  *   http.url; // http://127.0.0.1:9192
  *   await http.drain(10_000);
  *   await http.close();
@@ -25,13 +31,17 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { CountersignError } from '../../shared/errors.js';
 import { drainHttpServer } from '../http-drain.js';
-import { readBounded, sendError } from '../http-messages.js';
+import { abortedWhenGone, readBounded, sendError } from '../http-messages.js';
 import { envoyBodySent, requestIdFrom, type ExtAuthzCheck, type ExtAuthzVerdict } from './check.js';
 
 export interface ExtAuthzHttpOptions {
   listen: { host: string; port: number };
   /** Envoy's `http_service.path_prefix`: taken off the path before it is placed; '' for none. */
   pathPrefix: string;
+  /** How long Envoy waits for an answer (its `http_service.server_uri.timeout`), in ms. */
+  checkTimeoutMs: number;
+  /** The largest request head accepted, in bytes (node:http's `maxHeaderSize`). */
+  maxHeaderBytes: number;
   check: ExtAuthzCheck;
   logger: Logger;
 }
@@ -51,11 +61,13 @@ export interface ExtAuthzHttpServer {
 export const HEADERS_TO_REMOVE = 'x-envoy-auth-headers-to-remove';
 
 export async function startExtAuthzHttp(options: ExtAuthzHttpOptions): Promise<ExtAuthzHttpServer> {
-  const { check, logger, pathPrefix } = options;
+  const { check, logger, pathPrefix, checkTimeoutMs } = options;
   const inFlight = new Set<Promise<void>>();
   let draining = false;
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    // Envoy stops waiting after its timeout, and closes the connection when it gives up earlier.
+    const deadlineMs = Date.now() + checkTimeoutMs;
     const requestId = requestIdFrom(req.headers);
     const url = req.url ?? '';
     // Envoy sends path_prefix + the client's path, and the client's path starts with `/`.
@@ -70,6 +82,8 @@ export async function startExtAuthzHttp(options: ExtAuthzHttpOptions): Promise<E
       target,
       headers: req.headers,
       requestId,
+      deadlineMs,
+      signal: abortedWhenGone(res),
       body: async (limit) => {
         const sent = envoyBodySent(req.headers);
         if (sent !== 'whole') return { sent };
@@ -81,7 +95,7 @@ export async function startExtAuthzHttp(options: ExtAuthzHttpOptions): Promise<E
     respond(res, requestId, verdict);
   }
 
-  const server = createServer((req, res) => {
+  const server = createServer({ maxHeaderSize: options.maxHeaderBytes }, (req, res) => {
     if (draining) {
       res.setHeader('connection', 'close');
       return sendError(res, requestIdFrom(req.headers), shuttingDown());

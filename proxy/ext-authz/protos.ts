@@ -1,6 +1,7 @@
 /**
- * Envoy's external authorization API as @grpc/grpc-js serves it: the `.proto` files beside this
- * module (protos/, a subset of Envoy's API with its packages and field numbers) loaded once with
+ * Envoy's external authorization API, and gRPC's standard health service, as @grpc/grpc-js serves
+ * them: the `.proto` files beside this module (protos/: a subset of Envoy's API with its packages
+ * and field numbers, and grpc/health/v1/health.proto as gRPC publishes it) loaded once with
  * @grpc/proto-loader, and TypeScript shapes of the messages as the loader hands them over
  * (`keepCase`: the proto's snake_case field names; bytes as Buffer; enums as numbers).
  *
@@ -16,19 +17,29 @@ import { fileURLToPath } from 'node:url';
 import { loadPackageDefinition, type ServiceClientConstructor } from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
 
-/** The folder holding envoy/…, google/rpc/… (an include path of the loader). */
+/** The folder holding envoy/…, google/rpc/…, grpc/health/… (an include path of the loader). */
 export const PROTO_ROOT = fileURLToPath(new URL('./protos/', import.meta.url));
 
 /** The file declaring `envoy.service.auth.v3.Authorization`, relative to PROTO_ROOT. */
 export const EXTERNAL_AUTH_PROTO = 'envoy/service/auth/v3/external_auth.proto';
 
+/** The file declaring `grpc.health.v1.Health`, relative to PROTO_ROOT. */
+export const HEALTH_PROTO = 'grpc/health/v1/health.proto';
+
+/** The full name of the ext_authz service, as health checks name it. */
+export const AUTHORIZATION_SERVICE_NAME = 'envoy.service.auth.v3.Authorization';
+
 /** Loader options: the server and the tests read messages the same way. */
 export const LOADER_OPTIONS = { keepCase: true, longs: String, enums: Number, defaults: false, oneofs: true, includeDirs: [PROTO_ROOT] };
+
+/** grpc.health.v1.HealthCheckResponse.ServingStatus. */
+export const SERVING_STATUS = { UNKNOWN: 0, SERVING: 1, NOT_SERVING: 2, SERVICE_UNKNOWN: 3 } as const;
 
 /** google.rpc.Code values the authorizer answers with. */
 export const GRPC_CODE = { OK: 0, INVALID_ARGUMENT: 3, PERMISSION_DENIED: 7, INTERNAL: 13, UNAVAILABLE: 14 } as const;
 
 let loaded: ServiceClientConstructor | undefined;
+let loadedHealth: ServiceClientConstructor | undefined;
 
 /** The `Authorization` service: `.service` for a server, `new (…)` for a client. Loaded on first use. */
 export function authorizationService(): ServiceClientConstructor {
@@ -37,6 +48,22 @@ export function authorizationService(): ServiceClientConstructor {
   const root = loadPackageDefinition(definition) as unknown as { envoy: { service: { auth: { v3: { Authorization: ServiceClientConstructor } } } } };
   loaded = root.envoy.service.auth.v3.Authorization;
   return loaded;
+}
+
+/** The standard `grpc.health.v1.Health` service (Kubernetes gRPC probes, Envoy health checks). Loaded on first use. */
+export function healthService(): ServiceClientConstructor {
+  if (loadedHealth !== undefined) return loadedHealth;
+  const root = loadPackageDefinition(loadSync(HEALTH_PROTO, LOADER_OPTIONS)) as unknown as { grpc: { health: { v1: { Health: ServiceClientConstructor } } } };
+  loadedHealth = root.grpc.health.v1.Health;
+  return loadedHealth;
+}
+
+export interface HealthCheckRequest {
+  service?: string;
+}
+
+export interface HealthCheckResponse {
+  status: number;
 }
 
 // ---- the messages, as decoded (every field optional: proto3 leaves unset fields out) ----

@@ -1,17 +1,18 @@
 /**
  * Starts the Envoy external authorizer's listeners that `ext_authz:` configures (gRPC, HTTP or
  * both) on one check (check.ts), so both transports place and verify through the same state and
- * gate as the forwarding server. A listener that cannot start stops the others that did.
+ * gate as the forwarding server. A listener that cannot start stops the others that did. The gRPC
+ * listener also serves grpc.health.v1, reporting `ready`.
  *
  * @example
- *   const extAuthz = await serveExtAuthz(config.ext_authz, { current: () => state, gate, metrics, logger });
+ *   const extAuthz = await serveExtAuthz(config.ext_authz, { current: () => state, gate, metrics, logger, ready });
  *   extAuthz.urls;     // { grpc: '127.0.0.1:9191', http: 'http://127.0.0.1:9192' }
  *   extAuthz.checks(); // { ext_authz_grpc: 'ok' } for /readyz
  *   await extAuthz.drain(10_000);
  *   await extAuthz.close();
  */
 import { createExtAuthzCheck, headersEnvoyMustSend, type ExtAuthzCheckOptions } from './check.js';
-import type { ExtAuthzConfig } from './config.js';
+import { maxHeaderBytes, type ExtAuthzConfig } from './config.js';
 import { startExtAuthzGrpc, type ExtAuthzGrpcServer } from './grpc-server.js';
 import { startExtAuthzHttp, type ExtAuthzHttpServer } from './http-server.js';
 
@@ -24,14 +25,22 @@ export interface ExtAuthzListeners {
   close(): Promise<void>;
 }
 
-export async function serveExtAuthz(config: ExtAuthzConfig, options: ExtAuthzCheckOptions): Promise<ExtAuthzListeners> {
+export interface ServeExtAuthzOptions extends ExtAuthzCheckOptions {
+  /** The proxy's readiness (readiness.ts), for the gRPC health service; default: ready while serving. */
+  ready?: () => Promise<boolean>;
+}
+
+export async function serveExtAuthz(config: ExtAuthzConfig, options: ServeExtAuthzOptions): Promise<ExtAuthzListeners> {
   const check = createExtAuthzCheck(options);
-  const { logger } = options;
+  const { logger, ready } = options;
   let grpc: ExtAuthzGrpcServer | undefined;
   let http: ExtAuthzHttpServer | undefined;
   try {
-    if (config.grpc !== undefined) grpc = await startExtAuthzGrpc({ listen: config.grpc.listen, check, logger });
-    if (config.http !== undefined) http = await startExtAuthzHttp({ listen: config.http.listen, pathPrefix: config.http.path_prefix, check, logger });
+    if (config.grpc !== undefined) grpc = await startExtAuthzGrpc({ listen: config.grpc.listen, check, logger, ready });
+    if (config.http !== undefined) {
+      const { listen, path_prefix: pathPrefix, check_timeout_ms: checkTimeoutMs, max_request_headers_kb: headersKb } = config.http;
+      http = await startExtAuthzHttp({ listen, pathPrefix, checkTimeoutMs, maxHeaderBytes: maxHeaderBytes(headersKb), check, logger });
+    }
   } catch (error) {
     await grpc?.close();
     throw error;

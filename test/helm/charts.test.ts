@@ -357,7 +357,7 @@ if (helm) {
     t.notOk(proxy.env.some((e: any) => e.name === 'COUNTERSIGN_PROXY_LISTEN'), 'no forwarding listener to place');
     const config = parseProxyConfig(parse(find(objects, 'ConfigMap')[0]!.data['proxy.yaml']), 'rendered proxy.yaml');
     t.equal(config.upstream, undefined, 'Envoy forwards: no upstream');
-    t.same(config.ext_authz, { only: true, grpc: { listen: { host: '127.0.0.1', port: 9191 } }, http: { listen: { host: '127.0.0.1', port: 9192 }, path_prefix: '' } });
+    t.same(config.ext_authz, { only: true, grpc: { listen: { host: '127.0.0.1', port: 9191 } }, http: { listen: { host: '127.0.0.1', port: 9192 }, path_prefix: '', check_timeout_ms: 200, max_request_headers_kb: 60 } });
     const [svc] = find(objects, 'Service');
     t.same(svc!.spec.ports.map((p: any) => p.targetPort), ['http-app'], 'the Service goes to the app; the Istio sidecar in front of it asks the gate');
 

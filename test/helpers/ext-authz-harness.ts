@@ -13,7 +13,7 @@
  *     verdict.set['x-countersign-permit-id']; // the permit's id
  *   });
  */
-import { credentials, type Client, type ServiceError } from '@grpc/grpc-js';
+import { credentials, type CallOptions, type Client, type ClientUnaryCall, type ServiceError } from '@grpc/grpc-js';
 import type { Test } from 'tap';
 import { getGlobalDispatcher, request } from 'undici';
 import type { ProxyConfig } from '../../proxy/config.js';
@@ -23,6 +23,7 @@ import { authorizationService, type CheckRequest, type CheckResponse } from '../
 import { createGate } from '../../proxy/gate.js';
 import { createRecordBacklog } from '../../proxy/record-backlog.js';
 import { createProxyMetrics, type ProxyMetrics } from '../../proxy/metrics.js';
+import { isReady, readinessChecks } from '../../proxy/readiness.js';
 import { gateState, type GateState } from '../../proxy/placement.js';
 import { createLogger } from '../../shared/logging.js';
 import { verificationStream } from '../../shared/permits/store-keys.js';
@@ -40,15 +41,27 @@ export interface ClientRequest {
   path: string;
   /** The permit header's value (X-Service-Permit). */
   token?: string;
-  /** X-Actor-Id; null leaves it out. Default demo-agent. */
+  /** X-Actor-Id; null leaves it out. Default demo-agent. Sent, like every header, as its UTF-8 bytes. */
   actor?: string | null;
+  /**
+   * X-Actor-Id as raw bytes instead (say, not UTF-8): as they are in gRPC's `header_map` and over
+   * HTTP; in gRPC's `headers` (protobuf text) as a lenient UTF-8 decoder reads them.
+   */
+  actorBytes?: Buffer;
   /** Other client headers (lower-case names). */
   headers?: Record<string, string>;
   /**
-   * The body Envoy buffered (with_request_body): sent with `x-envoy-auth-partial-body: false`, or
-   * `true` when `partial`. Without it Envoy was not configured to send a body: no header, no body.
+   * The client's body. Envoy buffered it (with_request_body) and sends it with
+   * `x-envoy-auth-partial-body: false` (`true` when `partial`), unless `envoySends` says otherwise.
+   * Without it the client's request had no body: no flag, no body.
    */
   body?: string;
+  /**
+   * `nothing`: Envoy was not configured to send the body (over gRPC the client's Content-Length
+   * still says there is one; over HTTP Envoy's check request has Content-Length 0);
+   * `body-without-flag`: it sent the body, but the flag was filtered out. Default: the body and its flag.
+   */
+  envoySends?: 'nothing' | 'body-without-flag';
   partial?: boolean;
   /** gRPC: the body as `raw_body` (pack_as_bytes) instead of `body`. */
   packAsBytes?: boolean;
@@ -72,8 +85,16 @@ export interface Verdict {
   grpcCode?: number;
 }
 
+/** The Authorization service's client as @grpc/grpc-js builds it from the .proto files. */
+export type AuthorizationClient = Client & {
+  Check(request: CheckRequest, callback: (error: ServiceError | null, response?: CheckResponse) => void): ClientUnaryCall;
+  Check(request: CheckRequest, options: CallOptions, callback: (error: ServiceError | null, response?: CheckResponse) => void): ClientUnaryCall;
+};
+
 export interface ExtAuthzUnderTest {
   metrics: ProxyMetrics;
+  /** The gRPC client `check` uses (for deadlines and cancellation of its own). */
+  client: AuthorizationClient;
   grpcAddress: string;
   httpUrl: string;
   /** Swaps the configuration as a reload would (both transports see it). */
@@ -83,11 +104,14 @@ export interface ExtAuthzUnderTest {
   grpcCheck(request: CheckRequest): Promise<CheckResponse>;
 }
 
-/** `config` defaults to the harness's (routes echo, echo-shadow, echo-body, wire, echo-staging); `pathPrefix` is the HTTP service's. */
+/**
+ * `config` defaults to the harness's (routes echo, echo-shadow, echo-body, wire, echo-staging);
+ * `pathPrefix` and `checkTimeoutMs` are the HTTP service's (default '' and 200 ms, Envoy's).
+ */
 export async function startExtAuthz(
   t: Test,
   h: Harness,
-  options: { store?: SharedStore; config?: ProxyConfig; pathPrefix?: string } = {},
+  options: { store?: SharedStore; config?: ProxyConfig; pathPrefix?: string; checkTimeoutMs?: number } = {},
 ): Promise<ExtAuthzUnderTest> {
   const config = options.config ?? h.config;
   const pathPrefix = options.pathPrefix ?? '';
@@ -114,15 +138,16 @@ export async function startExtAuthz(
     executionRecords,
   });
   let state: GateState = gateState(config);
+  const http = { listen: { host: '127.0.0.1', port: 0 }, path_prefix: pathPrefix, check_timeout_ms: options.checkTimeoutMs ?? 200, max_request_headers_kb: 60 };
+  // Readiness as the proxy process reports it; the static keys are always loaded.
+  const ready = async () => isReady(await readinessChecks({ keys: { ready: () => true }, store, readyTimeoutMs: 1_000, frontDoors: () => listeners.checks() }));
   const listeners = await serveExtAuthz(
-    { grpc: { listen: { host: '127.0.0.1', port: 0 } }, http: { listen: { host: '127.0.0.1', port: 0 }, path_prefix: pathPrefix }, only: true },
-    { current: () => state, gate, metrics, logger },
+    { grpc: { listen: { host: '127.0.0.1', port: 0 } }, http, only: true },
+    { current: () => state, gate, metrics, logger, ready },
   );
   t.teardown(() => listeners.close());
   const Authorization = authorizationService();
-  const client = new Authorization(listeners.urls.grpc!, credentials.createInsecure()) as unknown as Client & {
-    Check(request: CheckRequest, callback: (error: ServiceError | null, response?: CheckResponse) => void): void;
-  };
+  const client = new Authorization(listeners.urls.grpc!, credentials.createInsecure()) as unknown as AuthorizationClient;
   t.teardown(() => client.close());
 
   const grpcCheck = (message: CheckRequest) =>
@@ -130,6 +155,7 @@ export async function startExtAuthz(
 
   return {
     metrics,
+    client,
     grpcAddress: listeners.urls.grpc!,
     httpUrl: listeners.urls.http!,
     setConfig(next) {
@@ -146,20 +172,25 @@ export async function startExtAuthz(
 function clientHeaders(request: ClientRequest): Record<string, string> {
   const headers: Record<string, string> = { 'content-type': 'application/json', ...request.headers };
   if (request.token !== undefined) headers['x-service-permit'] = request.token;
-  if (request.actor !== null) headers['x-actor-id'] = request.actor ?? 'demo-agent';
-  if (request.body !== undefined) headers['x-envoy-auth-partial-body'] = request.partial ? 'true' : 'false';
+  if (request.actor !== null && request.actorBytes === undefined) headers['x-actor-id'] = request.actor ?? 'demo-agent';
+  if (request.body !== undefined && request.envoySends === undefined) headers['x-envoy-auth-partial-body'] = request.partial ? 'true' : 'false';
   return headers;
 }
 
 /** A CheckRequest as Envoy's ext_authz filter builds it for an inbound HTTP/1.1 request. */
 export function checkRequest(request: ClientRequest): CheckRequest {
   const method = request.method ?? 'POST';
-  const headers = { ':authority': 'payments.internal', ':method': method, ':path': request.path, ':scheme': 'http', ...clientHeaders(request) };
-  const body = request.body === undefined ? {} : request.packAsBytes ? { raw_body: Buffer.from(request.body) } : { body: request.body };
-  const headerForm =
-    request.rawHeaders !== undefined
-      ? { header_map: { headers: [...Object.entries(headers), ...request.rawHeaders].map(([key, value]) => ({ key, raw_value: Buffer.from(value, 'latin1') })) } }
-      : { headers };
+  // The client's own Content-Length comes along (gRPC sends every client header).
+  const length: Record<string, string> = request.body === undefined ? {} : { 'content-length': String(Buffer.byteLength(request.body)) };
+  const headers: Record<string, string> = { ':authority': 'payments.internal', ':method': method, ':path': request.path, ':scheme': 'http', ...length, ...clientHeaders(request) };
+  const sent = request.envoySends === 'nothing' ? undefined : request.body;
+  const body = sent === undefined ? {} : request.packAsBytes ? { raw_body: Buffer.from(sent) } : { body: sent };
+  const raw: Array<[string, Buffer]> = [...Object.entries(headers), ...(request.rawHeaders ?? [])].map(([key, value]) => [key, Buffer.from(value, 'utf8')]);
+  if (request.actorBytes !== undefined) {
+    headers['x-actor-id'] = request.actorBytes.toString('utf8');
+    raw.push(['x-actor-id', request.actorBytes]);
+  }
+  const headerForm = request.rawHeaders !== undefined ? { header_map: { headers: raw.map(([key, value]) => ({ key, raw_value: value })) } } : { headers };
   return {
     attributes: {
       source: { address: { socket_address: { address: '10.0.0.7', port_value: 50312 } }, principal: 'spiffe://cluster.local/ns/pay/sa/agent' },
@@ -192,9 +223,12 @@ export function fromCheckResponse(response: CheckResponse): Verdict {
 
 /** What Envoy's http_service sends: the client's method, path_prefix + path, the allowed headers, the buffered body. */
 async function httpCheck(origin: string, pathPrefix: string, client: ClientRequest): Promise<Verdict> {
-  const headers = clientHeaders(client);
+  // On the wire each value is its bytes; undici writes a string's characters as latin1 bytes.
+  const headers = Object.fromEntries(Object.entries(clientHeaders(client)).map(([name, value]) => [name, Buffer.from(value, 'utf8').toString('latin1')]));
+  if (client.actorBytes !== undefined) headers['x-actor-id'] = client.actorBytes.toString('latin1');
   // `path` as is: Envoy sends the client's path undecoded and unresolved (`..` included).
-  const response = await getGlobalDispatcher().request({ origin, path: `${pathPrefix}${client.path}`, method: (client.method ?? 'POST') as 'POST', headers, body: client.body ?? null });
+  const body = client.envoySends === 'nothing' ? null : (client.body ?? null);
+  const response = await getGlobalDispatcher().request({ origin, path: `${pathPrefix}${client.path}`, method: (client.method ?? 'POST') as 'POST', headers, body });
   const text = await response.body.text();
   const flat = Object.fromEntries(Object.entries(response.headers).map(([name, value]) => [name, Array.isArray(value) ? value.join(', ') : (value ?? '')]));
   if (response.statusCode === 200) {

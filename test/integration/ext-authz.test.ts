@@ -11,7 +11,7 @@
  *   node test/run.mjs --disable-coverage test/integration/ext-authz.test.ts
  */
 import t, { type Test } from 'tap';
-import { proxyConfig, withHarness, eventually } from '../helpers/proxy-harness.js';
+import { call, proxyConfig, withHarness, eventually } from '../helpers/proxy-harness.js';
 import { appBackends, realServersMissing } from '../helpers/backends.js';
 import { downStore } from '../helpers/loopback.js';
 import { startExtAuthz, TRANSPORTS, type ClientRequest, type ExtAuthzUnderTest, type Transport, type Verdict } from '../helpers/ext-authz-harness.js';
@@ -102,7 +102,11 @@ for (const backend of appBackends()) {
         await t.test(`${transport}: body facts from the buffered body; without the whole body, fail closed and keep the permit`, async (t) => {
           const permit = await h.permit({ id: `body-${transport}` });
           const body = JSON.stringify({ id: `body-${transport}` });
-          await expectDenied(t, transport, 'body not sent', { path: '/b/echo', token: permit.token }, 503, 'gate_unavailable', 'BODY_NOT_SENT', 'echo-body');
+          await expectDenied(t, transport, 'the flag filtered out', { path: '/b/echo', token: permit.token, body, envoySends: 'body-without-flag' }, 503, 'gate_unavailable', 'BODY_NOT_SENT', 'echo-body');
+          if (transport === 'grpc') {
+            // Over HTTP, Envoy's check request then has Content-Length 0: a request without a body (below).
+            await expectDenied(t, transport, 'with_request_body off', { path: '/b/echo', token: permit.token, body, envoySends: 'nothing' }, 503, 'gate_unavailable', 'BODY_NOT_SENT', 'echo-body');
+          }
           await expectDenied(t, transport, 'partial body', { path: '/b/echo', token: permit.token, body: body.slice(0, 5), partial: true }, 503, 'gate_unavailable', 'BODY_TOO_LARGE', 'echo-body');
           const big = JSON.stringify({ id: `body-${transport}`, pad: 'x'.repeat(200) });
           await expectDenied(t, transport, 'body over max_body_bytes', { path: '/b/echo', token: permit.token, body: big }, 503, 'gate_unavailable', 'BODY_TOO_LARGE', 'echo-body');
@@ -116,6 +120,21 @@ for (const backend of appBackends()) {
             const text = await authz.check('grpc', { path: '/b/echo', token: asText.token, body: JSON.stringify({ id: 'body-text' }) });
             t.equal(text.allowed, true, 'http.body (text) binds as http.raw_body (bytes) does');
           }
+        });
+
+        await t.test(`${transport}: a request without a body on a body-bound route gets the forwarding sidecar's answer`, async (t) => {
+          const proxy = await h.startProxy();
+          const permit = await h.permit({ id: `no-body-${transport}` });
+          const sidecar = await call(proxy.url, '/b/echo', { token: permit.token, body: '' });
+          t.equal(sidecar.status, 403, 'the sidecar refuses it: the bound fact is absent');
+          const verdict = await expectDenied(t, transport, 'no body', { path: '/b/echo', token: permit.token }, 403, 'permit_rejected', 'BINDING_MISMATCH', 'echo-body');
+          t.match(verdict.body, { error: sidecar.json().error, reason: sidecar.json().reason, status: sidecar.status }, 'the same code, reason and status as the sidecar');
+          if (transport === 'http') {
+            const off = await authz.check('http', { path: '/b/echo', token: permit.token, body: '{"id":"x"}', envoySends: 'nothing' });
+            t.match(off.body, { status: 403, reason: 'BINDING_MISMATCH' }, 'with_request_body off looks the same over HTTP: Content-Length 0, no flag');
+          }
+          const whole = await authz.check(transport, { path: '/b/echo', token: permit.token, body: JSON.stringify({ id: `no-body-${transport}` }) });
+          t.equal(whole.allowed, true, 'refused before the permit was touched: it still opens the request with its body');
         });
 
         await t.test(`${transport}: shadow allows, and records and counts what enforce would have refused`, async (t) => {

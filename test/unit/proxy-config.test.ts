@@ -305,11 +305,15 @@ t.test('ext_authz: the Envoy external authorizer\'s listeners, with defaults', a
   const both = parseProxyConfig({ ...minimal, ext_authz: { grpc: {}, http: {} } });
   t.same(both.ext_authz, {
     grpc: { listen: { host: '127.0.0.1', port: 9191 } },
-    http: { listen: { host: '127.0.0.1', port: 9192 }, path_prefix: '' },
+    http: { listen: { host: '127.0.0.1', port: 9192 }, path_prefix: '', check_timeout_ms: 200, max_request_headers_kb: 60 },
     only: false,
-  });
-  const chosen = parseProxyConfig({ ...minimal, ext_authz: { http: { listen: '0.0.0.0:8181', path_prefix: '/authz' } } });
-  t.same(chosen.ext_authz, { http: { listen: { host: '0.0.0.0', port: 8181 }, path_prefix: '/authz' }, only: false }, 'one transport is enough');
+  }, "HTTP: Envoy's default timeout (200 ms) and header limit (60 KiB)");
+  const chosen = parseProxyConfig({ ...minimal, ext_authz: { http: { listen: '0.0.0.0:8181', path_prefix: '/authz', check_timeout_ms: 2000, max_request_headers_kb: 96 } } });
+  t.same(
+    chosen.ext_authz,
+    { http: { listen: { host: '0.0.0.0', port: 8181 }, path_prefix: '/authz', check_timeout_ms: 2000, max_request_headers_kb: 96 }, only: false },
+    'one transport is enough',
+  );
 });
 
 t.test('ext_authz.only: no forwarding listener, so no upstream needed', async (t) => {
@@ -327,7 +331,12 @@ t.test('every bad ext_authz field is reported, by path, with the others', async 
   const message = errorOf({
     ...minimal,
     mode: 'loud',
-    ext_authz: { grpc: { listen: 'nowhere', port: 1 }, http: { listen: '127.0.0.1:70000', path_prefix: '/authz/' }, only: 'yes', extra: 1 },
+    ext_authz: {
+      grpc: { listen: 'nowhere', port: 1 },
+      http: { listen: '127.0.0.1:70000', path_prefix: '/authz/', check_timeout_ms: 0, max_request_headers_kb: 9000 },
+      only: 'yes',
+      extra: 1,
+    },
   });
   for (const expected of [
     /mode: /,
@@ -335,6 +344,8 @@ t.test('every bad ext_authz field is reported, by path, with the others', async 
     /ext_authz\.grpc: Unrecognized key: "port"/,
     /ext_authz\.http\.listen: port must be at most 65535/,
     /ext_authz\.http\.path_prefix: empty, or a path such as \/authz/,
+    /ext_authz\.http\.check_timeout_ms: /,
+    /ext_authz\.http\.max_request_headers_kb: /,
     /ext_authz\.only: /,
     /ext_authz: Unrecognized key: "extra"/,
   ]) {
@@ -357,6 +368,7 @@ t.test('the example files parse: config/proxy.yaml and config/proxy-ext-authz.ya
   t.equal(extAuthz.ext_authz?.only, true, 'the ext_authz example leaves forwarding to Envoy');
   t.same(extAuthz.ext_authz?.grpc?.listen, { host: '127.0.0.1', port: 9191 });
   t.same(extAuthz.ext_authz?.http?.listen, { host: '127.0.0.1', port: 9192 });
+  t.equal(extAuthz.ext_authz?.http?.check_timeout_ms, 2000, "the HTTP service's timeout is config/envoy/envoy-http.yaml's (2s)");
   t.ok(extAuthz.routes.some((route) => route.needsBody), 'with a body-bound route, to show with_request_body');
 
   const { readFile } = await import('node:fs/promises');
@@ -370,6 +382,6 @@ t.test('the example files parse: config/proxy.yaml and config/proxy-ext-authz.ya
   t.same(withSection.ext_authz, {
     only: false,
     grpc: { listen: { host: '127.0.0.1', port: 9191 } },
-    http: { listen: { host: '127.0.0.1', port: 9192 }, path_prefix: '' },
+    http: { listen: { host: '127.0.0.1', port: 9192 }, path_prefix: '', check_timeout_ms: 200, max_request_headers_kb: 60 },
   }, 'and the commented section is valid');
 });
