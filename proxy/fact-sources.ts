@@ -12,7 +12,7 @@
  *   //  { kind: 'target', name: 'target', type: { kind: 'const', value: 'demo' }, id: { kind: 'path', name: 'id', as: 'string' } }]
  */
 import { normalizeBoundFact } from '../shared/permits/binding.js';
-import { parseJsonPointer } from './facts.js';
+import { parseJsonPointer } from './json-pointer.js';
 import type { PathPattern } from './routes.js';
 
 /** How a text value (path segment, query, header; a body string) becomes the bound fact. */

@@ -9,13 +9,12 @@
  *   const derived = deriveFacts(route, { params: { id: '42' }, query, headers: req.headers });
  *   // { ok: true, actorFromPermit: false,
  *   //   facts: { action_type: 'demo.echo', actor_id: 'svc-a', environment: 'dev', target: { type: 'demo', id: '42' } } }
- *   readJsonPointer({ a: [{ 'b/c': 1 }] }, '/a/0/b~1c'); // 1
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { normalizeBoundFact } from '../shared/permits/binding.js';
-import type { ProxyRoute } from './config.js';
-import type { FactSource, TextConversion } from './fact-sources.js';
+import type { FactSource, RouteFact, TextConversion } from './fact-sources.js';
 import { headerText } from './header-text.js';
+import { readJsonPointer } from './json-pointer.js';
 
 export interface FactRequest {
   /** From matchRoute. */
@@ -39,7 +38,7 @@ export type DerivedFacts =
 type Resolved = { value: unknown } | { reason: string };
 
 /** Never throws: every failure is `{ok: false}` naming the fact. */
-export function deriveFacts(route: Pick<ProxyRoute, 'action_type' | 'facts'>, request: FactRequest): DerivedFacts {
+export function deriveFacts(route: { readonly action_type: string; readonly facts: readonly RouteFact[] }, request: FactRequest): DerivedFacts {
   const facts: Record<string, unknown> = { action_type: route.action_type };
   let actorFromPermit = false;
   for (const fact of route.facts) {
@@ -127,51 +126,6 @@ function convert(text: string, as: TextConversion, what: string): Resolved {
   return { value };
 }
 
-// ---- JSON Pointer (RFC 6901) ----
-
-export class JsonPointerError extends Error {
-  readonly code = 'INVALID_JSON_POINTER' as const;
-}
-
-/** The unescaped reference tokens of a pointer; `''` (the whole document) is `[]`. */
-export function parseJsonPointer(pointer: string): string[] {
-  if (pointer === '') return [];
-  if (!pointer.startsWith('/')) throw new JsonPointerError(`a JSON Pointer starts with / (got ${JSON.stringify(pointer)})`);
-  return pointer
-    .slice(1)
-    .split('/')
-    .map((token) => {
-      if (/~(?![01])/.test(token)) throw new JsonPointerError(`${JSON.stringify(pointer)}: ~ must be followed by 0 or 1`);
-      // ~1 first: "~01" is the token "~1", not "/".
-      return token.replaceAll('~1', '/').replaceAll('~0', '~');
-    });
-}
-
-const ARRAY_INDEX = /^(?:0|[1-9]\d*)$/;
-
-/**
- * The value `pointer` refers to in `document`, or undefined when there is none (including `-`,
- * an index out of range, and inherited properties such as `constructor`). A pointer given as a
- * string is parsed first and throws `JsonPointerError` when malformed; compiled tokens never throw.
- */
-export function readJsonPointer(document: unknown, pointer: string | readonly string[]): unknown {
-  const tokens = typeof pointer === 'string' ? parseJsonPointer(pointer) : pointer;
-  let current: unknown = document;
-  for (const token of tokens) {
-    if (Array.isArray(current)) {
-      if (!ARRAY_INDEX.test(token)) return undefined;
-      const index = Number(token);
-      if (index >= current.length) return undefined;
-      current = current[index];
-    } else if (typeof current === 'object' && current !== null) {
-      if (!Object.hasOwn(current, token)) return undefined;
-      current = (current as Record<string, unknown>)[token];
-    } else {
-      return undefined;
-    }
-  }
-  return current;
-}
 
 function describe(value: unknown): string {
   if (value === null) return 'null';

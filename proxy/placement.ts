@@ -32,7 +32,7 @@ import { compileRouteTable, matchRoute, protectedPrefix, type RouteParams, type 
 /** What placing needs of a configuration, compiled once per (re)load. */
 export interface GateState {
   config: ProxyConfig;
-  table: RouteTable;
+  table: RouteTable<ProxyRoute>;
   /** config.pass_through, compiled once. */
   passThrough: RouteTable<PassThroughEntry>;
 }

@@ -27,7 +27,6 @@
  *   matchRoute(table, 'POST', '/payments/acme%20ltd/wire/?x=1');
  *   // { route: <payments route>, params: { account: 'acme ltd' } }
  */
-import type { ProxyRoute } from './config.js';
 
 export type PatternSegment = { readonly kind: 'literal'; readonly value: string } | { readonly kind: 'param'; readonly name: string };
 
@@ -45,18 +44,18 @@ export interface PathPattern {
 
 export type RouteParams = Record<string, string>;
 
-export interface RouteMatch<R = ProxyRoute> {
+export interface RouteMatch<R extends MatchableRoute = MatchableRoute> {
   route: R;
   params: RouteParams;
 }
 
-/** The minimum a route needs to be matched; `ProxyRoute` has it. */
+/** The minimum a route needs to be matched; a configured route (config.ts) has it. */
 export interface MatchableRoute {
   readonly methods: readonly string[];
   readonly pattern: PathPattern;
 }
 
-export interface RouteTable<R extends MatchableRoute = ProxyRoute> {
+export interface RouteTable<R extends MatchableRoute> {
   /** Routes by method, each list in configuration order. */
   readonly byMethod: ReadonlyMap<string, readonly R[]>;
   /** The patterns whose subtree is protected (`/x/:id/**`), any method. */

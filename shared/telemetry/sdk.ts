@@ -31,7 +31,7 @@ import {
 import { core, NodeSDK, resources } from '@opentelemetry/sdk-node';
 import type { Logger } from 'pino';
 import { ATTR, type SpanAttributes } from './attributes.js';
-import type { RequestSpan, SpanOptions, SpanRef, Tracing } from './index.js';
+import type { RequestSpan, SpanOptions, SpanRef, Tracing } from './tracing.js';
 import type { TracingSettings } from './settings.js';
 
 /** The proxy's server span in its context, for `annotateRequest`. */

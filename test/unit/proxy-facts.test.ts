@@ -6,7 +6,8 @@ import fc from 'fast-check';
 import t from 'tap';
 import { bindingHash, boundFacts } from '../../shared/permits/binding.js';
 import { loadProxyConfig, parseProxyConfig, type ProxyRoute } from '../../proxy/config.js';
-import { deriveFacts, readJsonPointer, type FactRequest } from '../../proxy/facts.js';
+import { deriveFacts, type FactRequest } from '../../proxy/facts.js';
+import { readJsonPointer } from '../../proxy/json-pointer.js';
 import { compileRouteTable, matchRoute } from '../../proxy/routes.js';
 
 const base = { upstream: 'http://u', authority: { url: 'http://a', api_key: 'k' }, organization: 'org_1' };
