@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { ApiKeyRecord } from '../../shared/wire/api-keys.js';
 import { ApprovalRecord } from '../../shared/wire/approvals.js';
 import { AuthzenActionSearchResponse, AuthzenSubjectSearchResponse } from '../../shared/wire/authzen-search.js';
-import { AuthzenAction, AuthzenConfiguration, AuthzenDecision, AuthzenDecisionContext, AuthzenErrorContext, AuthzenEvaluationsResponse, AuthzenResource, AuthzenSubject } from '../../shared/wire/authzen.js';
+import { AuthzenAction, AuthzenConfiguration, AuthzenDecision, AuthzenDecisionContext, AuthzenErrorContext, AuthzenEvaluationItem, AuthzenEvaluationsResponse, AuthzenResource, AuthzenSubject } from '../../shared/wire/authzen.js';
 import { AuditBundle, AuditCheckpointWire, AuditEventWire, AuditPublicKeyWire } from '../../shared/wire/audit.js';
 import { ApprovalRecordWire, EscalationWire, QuorumProgressWire } from '../../shared/wire/escalations.js';
 import { DecisionObject, EvaluateContext, EvaluateResponse, RiskEnvelope } from '../../shared/wire/evaluate.js';
@@ -38,6 +38,7 @@ const named: Array<[z.ZodType, string, string]> = [
   [AuthzenSubject, 'AuthzenSubject', 'Who asks (AuthZEN). `id` is the evaluation\'s `actor_id` (its digest when longer than 256 characters); the whole subject is `context.subject`.'],
   [AuthzenAction, 'AuthzenAction', 'What the subject would do (AuthZEN). `name` becomes the evaluation\'s `action_type` by the action-name rule; the whole action is `context.action`.'],
   [AuthzenResource, 'AuthzenResource', 'What it would be done to (AuthZEN). `type` and `id` are the bound `context.target`; the whole resource is `context.resource`.'],
+  [AuthzenEvaluationItem, 'AuthzenEvaluationItem', 'A default or an entry of an AuthZEN batch: any part of each entity, completed from the other.'],
   [AuthzenDecision, 'AuthzenDecision', 'An AuthZEN decision: `true` only for allow. Never a permit.'],
   [AuthzenDecisionContext, 'AuthzenDecisionContext', 'Countersign\'s own decision behind an AuthZEN answer, and what it opened.'],
   [AuthzenErrorContext, 'AuthzenErrorContext', 'The context of a batch entry that could not be decided (`decision: false`): the error it met.'],

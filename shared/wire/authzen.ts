@@ -86,8 +86,15 @@ export type EvaluationsSemantic = z.infer<typeof EvaluationsSemantic>;
  * that is incomplete or malformed is answered `false` with its error, and the others are decided.
  */
 export const AuthzenEvaluationsRequest = AuthzenEvaluationItem.extend({
-  /** Decided in order; what an entry leaves out comes from the top level. Any JSON value is accepted here and read per entry. */
-  evaluations: z.array(z.union([AuthzenEvaluationItem, z.unknown()])).max(MAX_AUTHZEN_EVALUATIONS).optional(),
+  /** Decided in order; what an entry leaves out comes from the top level. */
+  evaluations: z
+    .array(
+      z.unknown().describe(
+        'An AuthzenEvaluationItem: `subject`, `action`, `resource` and `context`, each optional. Read on its own, so an entry that is not one is answered `false` with its error rather than failing the batch.',
+      ),
+    )
+    .max(MAX_AUTHZEN_EVALUATIONS)
+    .optional(),
   /** Options of the batch; those this authority does not know are ignored. */
   options: z
     .looseObject({

@@ -74,6 +74,8 @@ const ENDPOINTS: Endpoint[] = [
   // AuthZEN (docs/api.md): the evaluations need what evaluate needs; discovery is public, like /openapi.json.
   { method: 'POST', route: '/access/v1/evaluation', url: () => '/access/v1/evaluation', body: () => authzenDemo, anyOf: ['evaluate:write'], success: 200 },
   { method: 'POST', route: '/access/v1/evaluations', url: () => '/access/v1/evaluations', body: () => ({ ...authzenDemo, evaluations: [{}, {}] }), anyOf: ['evaluate:write'], success: 200 },
+  { method: 'POST', route: '/access/v1/search/subject', url: () => '/access/v1/search/subject', body: () => authzenDemo, anyOf: ['evaluate:write'], success: 200 },
+  { method: 'POST', route: '/access/v1/search/action', url: () => '/access/v1/search/action', body: () => authzenDemo, anyOf: ['evaluate:write'], success: 200 },
   { method: 'GET', route: '/.well-known/authzen-configuration', url: () => '/.well-known/authzen-configuration', anyOf: null, success: 200 },
   ...['/v1/verify-permit', '/v1-verify-permit', '/functions/v1/v1-verify-permit'].map(
     (route): Endpoint => ({ method: 'POST', route, url: () => route, body: (f) => ({ permit_token: f.permitToken, ...demo }), anyOf: ['verify:execute'], success: 200 }),

@@ -103,7 +103,9 @@ t.test('the document and the routes the app serves', async (t) => {
         }
         t.match(operation.description, /\*\*Access:\*\*/, `${name} says who may call it`);
       }
-      if (operation.requestBody) for (const status of ['400', '413', '415']) t.ok(operation.responses[status], `${name} documents ${status}`);
+      // AuthZEN answers a body that is not JSON with 400, the rest of the API with 415.
+      const notJson = path.startsWith('/access/v1/') ? [] : ['415'];
+      if (operation.requestBody) for (const status of ['400', '413', ...notJson]) t.ok(operation.responses[status], `${name} documents ${status}`);
     }
     const evaluate = document.paths['/v1/evaluate'].post;
     t.same(evaluate['x-required-scopes'], ['evaluate:write']);

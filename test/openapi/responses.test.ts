@@ -96,7 +96,7 @@ for (const backend of appBackends()) {
       await expect(400, call('POST', '/v1/evaluate', { body: { action_type: 'Not A Type', actor_id: 'x' } }), 'evaluate with an invalid action type');
       await expect(409, call('POST', '/v1/evaluate', { body: { ...demo, request_id: allowed.request_id, actor_id: 'someone-else' } }), 'a reused request_id');
 
-      // AuthZEN: one evaluation, a batch (and the batch endpoint's single form), discovery, a malformed body.
+      // AuthZEN: one evaluation, a batch (and the batch endpoint's single form), discovery, a malformed body, the searches.
       const authzen = { subject: { type: 'service', id: 'finance-bot' }, action: { name: 'payments.wire' }, resource: { type: 'payee', id: 'acme-supplies' } };
       const production = (amount: number) => ({ environment: 'production', amount_usd: amount, account_code: 'OPS-001' });
       t.equal((await expect(200, call('POST', '/access/v1/evaluation', { body: { ...authzen, context: production(50_000) } }), 'AuthZEN hold')).decision, false);
@@ -104,7 +104,9 @@ for (const backend of appBackends()) {
       t.same(batch.evaluations.map((entry: { decision: boolean }) => entry.decision), [true, false]);
       await expect(200, call('POST', '/access/v1/evaluations', { body: { ...authzen, context: production(500) } }), 'AuthZEN batch endpoint, single form');
       await expect(200, call('GET', '/.well-known/authzen-configuration', { token: null }), 'AuthZEN discovery');
-      await expect(400, call('POST', '/access/v1/evaluation', { body: { ...authzen, action: { name: 'Not A Type' } } }), 'AuthZEN with an invalid action name');
+      await expect(400, call('POST', '/access/v1/evaluation', { body: { ...authzen, action: {} } }), 'AuthZEN without an action name');
+      await expect(200, call('POST', '/access/v1/search/subject', { body: authzen }), 'AuthZEN subject search');
+      await expect(200, call('POST', '/access/v1/search/action', { body: authzen }), 'AuthZEN action search');
 
       // Permits and the gate.
       await expect(200, call('GET', '/v1/permit-keys'), 'permit keys');
