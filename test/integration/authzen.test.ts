@@ -14,7 +14,7 @@ import { ErrorEnvelope } from '../../shared/wire/envelope.js';
 import { EvaluateResponse } from '../../shared/wire/evaluate.js';
 import { GENEROUS_LIMITS, withTestAuthority, type TestAuthority } from '../helpers/authority.js';
 import { appBackends, realServersMissing } from '../helpers/backends.js';
-import { authzenClient as loopback, type Reply } from '../helpers/authzen-client.js';
+import { loopbackApi as loopback, type Reply } from '../helpers/loopback-api.js';
 
 const finance = { type: 'service', id: 'finance-bot' };
 const wire = { name: 'payments.wire' };

@@ -1,11 +1,13 @@
 /**
- * A client of a test authority over real loopback HTTP, for the AuthZEN tests: every answer is
- * checked against the OpenAPI document (problems collected in `problems`), bodies are sent as
- * given (`body` as JSON, `raw` as is), and the acme admin key is the credential unless told.
+ * A client of a test authority over real loopback HTTP (`app.listen` on 127.0.0.1 and `fetch`):
+ * every answer is checked against the OpenAPI document (problems collected in `problems`), bodies
+ * are sent as given (`body` as JSON, `raw` as is), and the acme admin key is the credential unless
+ * told.
  *
  * @example
- *   const { call, problems } = await authzenClient(authority);
+ *   const { call, problems } = await loopbackApi(authority);
  *   const reply = await call('POST', '/access/v1/evaluation', { body: request, requestId: 'r-1' });
+ *   t.same(problems, [], 'every answer is one the OpenAPI document describes');
  */
 import { openApiDocument } from '../../authority/openapi/document.js';
 import type { TestAuthority } from './authority.js';
@@ -27,7 +29,7 @@ export interface CallOptions {
   requestId?: string;
 }
 
-export async function authzenClient(authority: TestAuthority) {
+export async function loopbackApi(authority: TestAuthority) {
   const base = await authority.app.listen({ host: '127.0.0.1', port: 0 });
   const responses = new OpenApiResponses(openApiDocument(authority.app));
   const problems: string[] = [];
