@@ -8,9 +8,9 @@
 import { z } from 'zod';
 import { formatIssues, hostPort, readConfigMapping, withEnvOverrides } from '../shared/config-file.js';
 import { DEFAULT_STORE_SETTINGS, StoreSettings, storeSettingsWithEnv } from '../shared/store/config.js';
+import { DEFAULT_MAX_JSON_DEPTH } from '../shared/wire/recordable-value.js';
 import { AUTHZEN_DEFAULTS, AuthzenSettings } from './authzen/settings.js';
 import { CONSOLE_DEFAULTS, ConsoleConfig } from './console/config.js';
-import { DEFAULT_MAX_JSON_DEPTH } from './http/bounded-input.js';
 
 export { formatIssues };
 

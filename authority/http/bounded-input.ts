@@ -13,35 +13,16 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { CountersignError, type ErrorDetail } from '../../shared/errors.js';
+import { valueProblem } from '../../shared/wire/recordable-value.js';
 
-export const DEFAULT_MAX_JSON_DEPTH = 32;
-
-/** The first problem in `value` (depth-first), or null. The walk itself stops at `maxDepth`. */
-export function inputProblem(value: unknown, path: string, maxDepth: number, depth = 0): ErrorDetail | null {
-  if (typeof value === 'string') return textProblem(value, path);
-  if (typeof value === 'number') return Number.isFinite(value) ? null : { path, message: 'numbers must be finite' };
-  if (typeof value !== 'object' || value === null) return null;
-  if (depth >= maxDepth) return { path, message: `nested deeper than ${maxDepth} levels` };
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const problem = inputProblem(value[i], `${path}.${i}`, maxDepth, depth + 1);
-      if (problem) return problem;
-    }
-    return null;
-  }
-  for (const [key, inner] of Object.entries(value as Record<string, unknown>)) {
-    const keyProblem = textProblem(key, `${path}.${key}`);
-    if (keyProblem) return Object.assign({}, keyProblem, { message: `a key: ${keyProblem.message}` });
-    const problem = inputProblem(inner, `${path}.${key}`, maxDepth, depth + 1);
-    if (problem) return problem;
-  }
-  return null;
-}
-
-function textProblem(text: string, path: string): ErrorDetail | null {
-  if (text.includes('\u0000')) return { path, message: 'text must not contain NUL' };
-  if (!text.isWellFormed()) return { path, message: 'text must be well-formed Unicode (no lone surrogates)' };
-  return null;
+/** The first problem in `value` (depth-first; shared/wire/recordable-value.ts), its path under `root`, or null. */
+export function inputProblem(value: unknown, root: string, maxDepth: number): ErrorDetail | null {
+  const problem = valueProblem(value, maxDepth);
+  if (!problem) return null;
+  return {
+    path: [root, ...problem.path].join('.'),
+    message: problem.inKey ? `a key: ${problem.message}` : problem.message,
+  };
 }
 
 /**

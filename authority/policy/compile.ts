@@ -197,9 +197,10 @@ const byPosition = (a: PolicyError, b: PolicyError): number =>
 
 export interface CompileOptions {
   /**
-   * 'write' (default): a policy being written or validated; unsupported regular expressions and
-   * conditions over the cost limit are errors. 'stored': a version already accepted, loaded to
-   * decide; those conditions deny when reached instead of failing the load (cel.ts).
+   * 'write' (default): a policy being written or validated; its text is held to the API's input
+   * rules (source.ts), and unsupported regular expressions and conditions over the cost limit are
+   * errors. 'stored': a version already accepted, loaded to decide; it is read as it was accepted,
+   * and those conditions deny when reached instead of failing the load (cel.ts).
    */
   purpose?: 'write' | 'stored';
 }
@@ -216,7 +217,7 @@ function compileParsed(parsed: ParsedSource, options: CompileOptions): CompileRe
 
 /** Compiles policy text. `format` defaults to YAML, which also reads JSON; 'json' is strict JSON. */
 export function compilePolicy(source: string, format: 'yaml' | 'json' = 'yaml', options: CompileOptions = {}): CompileResult {
-  const parsed = parseSource(source, format);
+  const parsed = parseSource(source, format, { purpose: options.purpose ?? 'write' });
   if (parsed.errors.length > 0) return { ok: false, errors: parsed.errors };
   return compileParsed(parsed, options);
 }

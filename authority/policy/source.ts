@@ -4,14 +4,34 @@
  * is). YAML goes through `yaml`'s Document API with a LineCounter; JSON is checked with
  * JSON.parse (so YAML-only syntax is refused) and then read as YAML, its superset, for positions.
  *
+ * Text being written (the default purpose) is held to the API's input rules once parsed
+ * (shared/wire/recordable-value.ts): escapes such as `"\uDE00\uD83D"` or `"\0"` make lone
+ * surrogates and NUL only then, and a YAML tag can make a value JSON has no form for. Such a
+ * document could be neither stored nor exported, so it is an error with its path and position,
+ * like a syntax error. So is a mapping key that is not text (`1:`, `~:`, `? [a, b]`), which
+ * would otherwise become whatever text the parser makes of it. A stored version is read as it
+ * was accepted.
+ *
  * @example
  *   const parsed = parseSource('version: 1\naction_classes: []\n', 'yaml');
  *   parsed.errors;                               // []
  *   parsed.locate(['action_classes'], 'value');  // { line: 2, column: 17 }
+ *   parseSource('version: 1\nname: "\\0"\n', 'yaml').errors[0]; // { path: 'name', message: 'text must not contain NUL', line: 2, column: 7 }
  */
-import { isMap, isScalar, isSeq, LineCounter, parseDocument } from 'yaml';
+import { isMap, isNode, isScalar, isSeq, LineCounter, parseDocument } from 'yaml';
 import type { Document, Node } from 'yaml';
+import { textProblem } from '../../shared/wire/recordable-text.js';
+import { DEFAULT_MAX_JSON_DEPTH, valueProblem } from '../../shared/wire/recordable-value.js';
 import type { PolicyError } from './types.js';
+
+export interface ParseOptions {
+  /** 'write' (default): text being written, validated or tested; 'stored': a version already accepted. */
+  purpose?: 'write' | 'stored';
+}
+
+/** The API's default bound for JSON bodies; a valid policy nests about six levels. */
+const MAX_POLICY_DEPTH = DEFAULT_MAX_JSON_DEPTH;
+const KEY_NOT_TEXT = 'a key must be text: quote keys that YAML reads otherwise, such as 1, true or ~';
 
 export type Path = ReadonlyArray<string | number>;
 export interface Position {
@@ -85,11 +105,15 @@ function offsetInScalar(text: string, start: number, end: number, value: string,
   return start;
 }
 
-function fromDocument(text: string, doc: Document, counter: LineCounter, value: unknown, errors: PolicyError[]): ParsedSource {
-  const position = (offset: number): Position => {
+const positionIn =
+  (counter: LineCounter) =>
+  (offset: number): Position => {
     const { line, col } = counter.linePos(offset);
     return { line, column: col };
   };
+
+function fromDocument(text: string, doc: Document, counter: LineCounter, value: unknown, errors: PolicyError[]): ParsedSource {
+  const position = positionIn(counter);
   return {
     value,
     errors,
@@ -121,18 +145,52 @@ function lineColumnOf(text: string, offset: number): Position {
   return { line: before.split('\n').length, column: offset - lastBreak };
 }
 
-function parseYaml(text: string, label: 'YAML' | 'JSON'): { doc: Document; counter: LineCounter; value: unknown; errors: PolicyError[] } {
+/**
+ * Mapping keys that are not text and nesting past MAX_POLICY_DEPTH, found in the document's
+ * nodes: before they become values, since turning a list key into text is all a parser can do
+ * with it, and the walk stops at the depth bound. Aliases are not followed.
+ */
+function structureErrors(doc: Document, position: (offset: number) => Position): PolicyError[] {
+  const errors: PolicyError[] = [];
+  const report = (node: Node | null, path: Path, message: string) => {
+    const at = node?.range ? position(node.range[0]) : null;
+    errors.push({ path: formatPath(path), message, line: at?.line ?? null, column: at?.column ?? null });
+  };
+  const visit = (node: unknown, path: Path, depth: number): void => {
+    if (!isMap(node) && !isSeq(node)) return;
+    if (depth >= MAX_POLICY_DEPTH) return report(node, path, `nested deeper than ${MAX_POLICY_DEPTH} levels`);
+    if (isSeq(node)) return node.items.forEach((item, index) => visit(item, [...path, index], depth + 1));
+    for (const { key, value } of node.items) {
+      if (isScalar(key) && typeof key.value === 'string') visit(value, [...path, key.value], depth + 1);
+      else report(isNode(key) ? key : node, [...path, String(isScalar(key) ? key.value : key)], KEY_NOT_TEXT);
+    }
+  };
+  visit(doc.contents, [], 0);
+  return errors;
+}
+
+function parseYaml(
+  text: string,
+  label: 'YAML' | 'JSON',
+  checkStructure: boolean,
+): { doc: Document; counter: LineCounter; value: unknown; errors: PolicyError[] } {
   const counter = new LineCounter();
   const doc = parseDocument(text, { lineCounter: counter, prettyErrors: true, uniqueKeys: true });
-  const errors: PolicyError[] = doc.errors.map((error) => {
+  // Nesting past what the parser's stack can follow is one error, however many places report it.
+  const reported = doc.errors.filter((error, index, all) => error.code !== 'RESOURCE_EXHAUSTION' || all.findIndex((e) => e.code === error.code) === index);
+  const errors: PolicyError[] = reported.map((error) => {
     const at = error.linePos?.[0];
     return {
       path: '',
-      message: `${label} syntax error: ${firstLine(error.message)}`,
+      message:
+        error.code === 'RESOURCE_EXHAUSTION'
+          ? `${label} nested too deeply to read (a policy nests at most ${MAX_POLICY_DEPTH} levels)`
+          : `${label} syntax error: ${firstLine(error.message)}`,
       line: at?.line ?? null,
       column: at?.col ?? null,
     };
   });
+  if (errors.length === 0 && checkStructure) errors.push(...structureErrors(doc, positionIn(counter)));
   let value: unknown = null;
   if (errors.length === 0) {
     try {
@@ -144,7 +202,29 @@ function parseYaml(text: string, label: 'YAML' | 'JSON'): { doc: Document; count
   return { doc, counter, value, errors };
 }
 
-export function parseSource(text: string, format: 'yaml' | 'json'): ParsedSource {
+/** The first problem of the parsed value under the API's input rules, as the parse's only error. */
+function withInputRules(parsed: ParsedSource): ParsedSource {
+  if (parsed.errors.length > 0) return parsed;
+  const problem = valueProblem(parsed.value, MAX_POLICY_DEPTH);
+  if (!problem) return parsed;
+  const at = parsed.locate(problem.path, problem.inKey ? 'key' : 'value');
+  const message = problem.inKey ? `a key: ${problem.message}` : problem.message;
+  return { ...parsed, value: null, errors: [{ path: formatPath(problem.path), message, line: at?.line ?? null, column: at?.column ?? null }] };
+}
+
+/** NUL (a file can hold it; the API refuses it in `source`) or lone surrogates in the text itself. */
+function textError(text: string): PolicyError | null {
+  const problem = textProblem(text);
+  if (problem === null) return null;
+  const nul = text.indexOf('\u0000');
+  const at = nul >= 0 ? lineColumnOf(text, nul) : null;
+  return { path: '', message: `the policy text: ${problem}`, line: at?.line ?? null, column: at?.column ?? null };
+}
+
+export function parseSource(text: string, format: 'yaml' | 'json', options: ParseOptions = {}): ParsedSource {
+  const write = options.purpose !== 'stored';
+  const unrecordable = write ? textError(text) : null;
+  if (unrecordable) return noPositions(null, [unrecordable]);
   if (format === 'json') {
     let value: unknown;
     try {
@@ -157,14 +237,20 @@ export function parseSource(text: string, format: 'yaml' | 'json'): ParsedSource
         { path: '', message: `JSON syntax error: ${message}`, line: where?.line ?? null, column: where?.column ?? null },
       ]);
     }
-    const yaml = parseYaml(text, 'JSON');
+    // JSON's keys are always text: the value alone is checked.
+    const yaml = parseYaml(text, 'JSON', false);
+    let parsed: ParsedSource;
     // JSON.parse's value is authoritative; YAML only lends positions, when it reads the text too.
     if (yaml.errors.length > 0) {
       const duplicate = yaml.doc.errors.find((e) => e.code === 'DUPLICATE_KEY');
-      return duplicate ? noPositions(null, yaml.errors) : noPositions(value, []);
+      if (duplicate) return noPositions(null, yaml.errors);
+      parsed = noPositions(value, []);
+    } else {
+      parsed = fromDocument(text, yaml.doc, yaml.counter, value, []);
     }
-    return fromDocument(text, yaml.doc, yaml.counter, value, []);
+    return write ? withInputRules(parsed) : parsed;
   }
-  const yaml = parseYaml(text, 'YAML');
-  return fromDocument(text, yaml.doc, yaml.counter, yaml.errors.length > 0 ? null : yaml.value, yaml.errors);
+  const yaml = parseYaml(text, 'YAML', write);
+  const parsed = fromDocument(text, yaml.doc, yaml.counter, yaml.errors.length > 0 ? null : yaml.value, yaml.errors);
+  return write ? withInputRules(parsed) : parsed;
 }

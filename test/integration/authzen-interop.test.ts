@@ -15,8 +15,8 @@
 import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { withTestAuthority } from '../helpers/authority.js';
-import { authzenClient } from '../helpers/authzen-client.js';
 import { appBackends } from '../helpers/backends.js';
+import { loopbackApi } from '../helpers/loopback-api.js';
 import { repoPath } from '../helpers/repo.js';
 
 interface Vector {
@@ -48,7 +48,7 @@ const policySource = readFileSync(repoPath('test', 'fixtures', 'authzen', 'inter
 for (const backend of appBackends()) {
   t.test(`the working group's scenarios and the certification levels, on ${backend.name}`, (t) =>
     withTestAuthority(t, backend, async (authority) => {
-      const { base, call, problems } = await authzenClient(authority);
+      const { base, call, problems } = await loopbackApi(authority);
       t.equal((await call('PUT', '/v1/policies', { body: { source: policySource, format: 'yaml' } })).status, 200, 'the scenario policy is loaded');
 
       // As the runner: `data.decision || false` against the expected boolean; `data.evaluations` byte for byte.

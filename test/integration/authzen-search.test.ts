@@ -8,7 +8,8 @@
 import t from 'tap';
 import { GENEROUS_LIMITS, withTestAuthority } from '../helpers/authority.js';
 import { appBackends, realServersMissing } from '../helpers/backends.js';
-import { authzenClient as loopback, finance, payee, permitCount, production, refusedAt, wire } from '../helpers/authzen-client.js';
+import { finance, payee, permitCount, production, refusedAt, wire } from '../helpers/authzen-scenario.js';
+import { loopbackApi as loopback } from '../helpers/loopback-api.js';
 
 for (const backend of appBackends()) {
   t.test(`subject and action search: through the policy, paged, one token, nothing recorded, on ${backend.name}`, (t) =>

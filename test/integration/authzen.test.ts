@@ -13,7 +13,8 @@ import { ErrorEnvelope } from '../../shared/wire/envelope.js';
 import { EvaluateResponse } from '../../shared/wire/evaluate.js';
 import { GENEROUS_LIMITS, withTestAuthority } from '../helpers/authority.js';
 import { appBackends, realServersMissing } from '../helpers/backends.js';
-import { access, auditOf, authzenClient as loopback, decided, finance, payee, permitCount, production, refusedAt, wire, type Reply } from '../helpers/authzen-client.js';
+import { access, auditOf, decided, finance, payee, permitCount, production, refusedAt, wire } from '../helpers/authzen-scenario.js';
+import { loopbackApi as loopback, type Reply } from '../helpers/loopback-api.js';
 
 for (const backend of appBackends()) {
   t.test(`one evaluation: the mapping, allow, deny, hold and escalate, and never a permit, on ${backend.name}`, (t) =>

@@ -23,6 +23,12 @@ t.test('inputProblem names the first bad field', async (t) => {
   t.match(inputProblem({ a: '\uD800' }, 'body', 32), { path: 'body.a', message: /lone surrogates/ });
   t.match(inputProblem({ a: '\uDC00x' }, 'body', 32), { path: 'body.a' }, 'a low surrogate alone');
   t.equal(inputProblem({ a: '\uD83D\uDE00' }, 'body', 32), null, 'a surrogate pair is well-formed');
+  t.match(inputProblem({ a: '\uDE00\uD83D' }, 'body', 32), { path: 'body.a', message: /lone surrogates/ }, 'a pair in the wrong order');
+  for (const [name, value] of [['a Buffer', Buffer.from('x')], ['a Date', new Date(0)], ['a Map', new Map()], ['a Set', new Set()]] as const) {
+    t.same(inputProblem({ a: [value] }, 'body', 32), { path: 'body.a.0', message: 'a value must be text, a number, a boolean, null, a list or a mapping' }, `${name} is no JSON value`);
+  }
+  const routerParams = Object.assign(Object.create(Object.create(null) as object) as object, { id: 'x' });
+  t.equal(inputProblem(routerParams, 'params', 2), null, 'an ordinary object of another prototype (the router\'s params) is one');
   t.match(inputProblem({ ['k\u0000']: 1 }, 'body', 32), { message: /a key/ });
   t.same(inputProblem({ a: Infinity }, 'body', 32), { path: 'body.a', message: 'numbers must be finite' });
   t.equal(inputProblem(nested(31), 'body', 32), null, '32 levels (the leaf object included) pass');

@@ -19,6 +19,7 @@ import { MemoryStore } from '../../shared/store/memory.js';
 import { EvaluateResponse } from '../../shared/wire/evaluate.js';
 import { withTestAuthority, type TestAuthority } from '../helpers/authority.js';
 import { appBackends } from '../helpers/backends.js';
+import { loopbackApi } from '../helpers/loopback-api.js';
 import { PYJWT_NOT_RUN_REASON, pyjwtAvailable, startPyjwt, type PyjwtVerdict } from '../helpers/pyjwt.js';
 
 const ISSUER = 'countersign';
@@ -31,22 +32,20 @@ async function untilOffset(offset: number): Promise<void> {
 }
 
 /** The authority on loopback: evaluate (its clock caught up with the wall clock first) and its JWKS. */
-async function loopback(authority: TestAuthority) {
-  const base = (await authority.app.listen({ host: '127.0.0.1', port: 0 })).replace('localhost', '127.0.0.1');
-  const headers = { authorization: `Bearer ${authority.acmeAdmin}`, 'content-type': 'application/json' };
-  const jwks = (await (await fetch(`${base}/v1/permit-keys`, { headers })).json()) as { keys: JWK[] };
+async function permits(authority: TestAuthority) {
+  const { call, problems } = await loopbackApi(authority);
+  const jwks = (await call('GET', '/v1/permit-keys')).body as { keys: JWK[] };
   return {
     jwks,
+    problems,
     /** A permit for demo.echo, issued now. */
-    async permit(): Promise<string> {
+    async issue(): Promise<string> {
       authority.clock.advance(Math.max(0, Date.now() - authority.clock.now()));
-      const response = await fetch(`${base}/v1/evaluate`, {
-        method: 'POST',
-        headers,
-        body: JSON.stringify({ action_type: 'demo.echo', actor_id: 'demo-agent', context: { environment: 'dev', target: { type: 'demo', id: 'p' } } }),
+      const reply = await call('POST', '/v1/evaluate', {
+        body: { action_type: 'demo.echo', actor_id: 'demo-agent', context: { environment: 'dev', target: { type: 'demo', id: 'p' } } },
       });
-      const answer = EvaluateResponse.parse(await response.json());
-      if (!answer.permit_token) throw new Error(`evaluate issued no permit: ${JSON.stringify(answer)}`);
+      const answer = EvaluateResponse.parse(reply.body);
+      if (!answer.permit_token) throw new Error(`evaluate issued no permit: ${reply.text}`);
       return answer.permit_token;
     },
   };
@@ -62,25 +61,26 @@ for (const backend of appBackends()) {
         return;
       }
       const pyjwt = startPyjwt(t);
-      const api = await loopback(authority);
+      const api = await permits(authority);
       for (const offset of OFFSETS_MS) {
         await untilOffset(offset);
-        const token = await api.permit();
+        const token = await api.issue();
         const claims = claimsOf(token);
         const jwk = api.jwks.keys.find((key) => key.kid === JSON.parse(Buffer.from(token.split('.')[0] ?? '', 'base64url').toString('utf8')).kid);
         const verdict: PyjwtVerdict = await pyjwt.decode({ token, jwk: jwk as Record<string, unknown>, audience: DEFAULT_PERMIT_AUDIENCE, issuer: ISSUER });
         t.same(verdict, { ok: true, claims }, `issued ${offset} ms into a second (iat ${String(claims['iat'])}, iat_ms ${String(claims['iat_ms'])}): PyJWT accepts it`);
       }
+      t.same(api.problems, [], 'every answer is one the OpenAPI document describes');
     }),
   );
 
   t.test(`jose's jwtVerify with no clock tolerance verifies a permit at once, on ${backend.name}`, (t) =>
     withTestAuthority(t, backend, async (authority) => {
-      const api = await loopback(authority);
+      const api = await permits(authority);
       const keys = createLocalJWKSet(api.jwks);
       for (const offset of OFFSETS_MS) {
         await untilOffset(offset);
-        const token = await api.permit();
+        const token = await api.issue();
         // maxTokenAge makes jose check iat as well as nbf and exp.
         const verified = await jwtVerify(token, keys, { algorithms: ['EdDSA'], typ: PERMIT_TYP, issuer: ISSUER, audience: DEFAULT_PERMIT_AUDIENCE, clockTolerance: 0, maxTokenAge: '300s' }).then(
           ({ payload }) => payload,
@@ -88,6 +88,7 @@ for (const backend of appBackends()) {
         );
         t.same(verified, claimsOf(token), `issued ${offset} ms into a second: jose accepts it`);
       }
+      t.same(api.problems, [], 'every answer is one the OpenAPI document describes');
     }),
   );
 }

@@ -273,3 +273,20 @@ t.test('class matching order: exact, then the longest prefix, then document orde
   t.equal(classOf('deploy'), null, 'a prefix pattern needs something after the dot');
   t.equal(classOf('deployment.x'), null);
 });
+
+t.test('a key that is not text is an error when written, and a stored version is read as it was accepted', async (t) => {
+  const numbered = `version: 1
+actor_groups:
+  2024: [finance-bot]
+action_classes:
+  - id: payments
+    match: { action_type: payments.* }
+    actor_groups: ['2024']
+    default: allow
+`;
+  t.match(errorsOf(compilePolicy(numbered)), [{ path: 'actor_groups.2024', message: /a key must be text/, line: 3, column: 3 }], 'written: refused at the key');
+  t.ok(compilePolicy(numbered.replace('2024:', '"2024":')).ok, 'quoted, it is text');
+  const stored = compilePolicy(numbered, 'yaml', { purpose: 'stored' });
+  t.ok(stored.ok, 'stored: loads as before');
+  if (stored.ok) t.equal(stored.policy.decide({ ...input('payments.wire'), actor_id: 'finance-bot' }).decision, 'allow', 'and decides with the group as it read it');
+});
