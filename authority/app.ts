@@ -31,7 +31,7 @@ import { evaluateRoutes } from './evaluate/routes.js';
 import { gateRoutes } from './gates/routes.js';
 import { storeEvaluations } from './evaluate/store.js';
 import { healthRoutes } from './health/routes.js';
-import { installBoundedInput } from './http/bounded-input.js';
+import { installBoundedInput, ROUTER_MAX_PARAM_LENGTH } from './http/bounded-input.js';
 import { installDrainAnswer } from './http/drain.js';
 import { answerFrameworkError, installErrorHandling } from './http/errors.js';
 import { installGuard } from './http/guard.js';
@@ -92,6 +92,9 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
     // Requests during the drain are answered in our envelope (installDrainAnswer), not fastify's.
     return503OnClosing: false,
     frameworkErrors: answerFrameworkError,
+    // Room for a permit token in a permit route's path; every other route is held to
+    // DEFAULT_MAX_PARAM_LENGTH by installBoundedInput.
+    routerOptions: { maxParamLength: ROUTER_MAX_PARAM_LENGTH },
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(responseSerializerCompiler);

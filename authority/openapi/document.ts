@@ -105,6 +105,7 @@ function operationFields(route: RouteOptions, key: string, doc: OperationDoc | u
   // The bucket the operation draws from, and the code it answers with once that is empty.
   if (access !== 'public') fields['x-rate-limit'] = { bucket: limit.bucket, exceeded: limit.exceeded };
   if (doc) Object.assign(fields, { operationId: doc.operationId, summary: doc.summary, tags: [doc.tag] });
+  if (doc?.deprecated) fields.deprecated = true;
   return fields;
 }
 

@@ -13,6 +13,7 @@ import { z } from 'zod';
 import { EvaluateAgentRequest, EvaluateWireRequest } from '../../shared/wire/evaluate.js';
 import { HealthResponse, ReadinessResponse } from '../../shared/wire/health.js';
 import { PermitProofResponse } from '../../shared/wire/permits.js';
+import { SDK_OPERATIONS } from './sdk-operations.js';
 
 export const TAGS = {
   Evaluate: 'Decide whether an action may happen; an allow carries a signed, single-use permit.',
@@ -66,6 +67,8 @@ export interface OperationDoc {
   responses?: Readonly<Record<number, z.ZodType>>;
   /** Response headers of the success answer beyond the rate-limit ones. */
   successHeaders?: Readonly<Record<string, string>>;
+  /** A deprecated operation (OpenAPI `deprecated: true`); say what replaces it in the description. */
+  deprecated?: true;
 }
 
 /** One JWK as published; extra members of a key type pass through. */
@@ -227,7 +230,7 @@ export const OPERATIONS: Readonly<Record<string, OperationDoc>> = {
     operationId: 'getPermit',
     summary: 'Get a permit',
     tag: 'Permits',
-    description: 'One permit record with its status (`issued`, `consumed`, `revoked`, `expired`) and bound facts.',
+    description: 'One permit record with its status (`issued`, `consumed`, `revoked`, `expired`) and bound facts. `:id` is the permit id or the permit token itself (verified with the permit keys before its `jti` is used; a token that does not verify is 400).',
     success: 'The permit.',
     errors: { 404: 'No such permit in this organization.' },
   },
@@ -235,7 +238,7 @@ export const OPERATIONS: Readonly<Record<string, OperationDoc>> = {
     operationId: 'revokePermit',
     summary: 'Revoke a permit',
     tag: 'Permits',
-    description: 'Revokes an issued permit so no gate accepts it any more (revoking a revoked permit answers it again); the shared store learns of it before the answer (503 and nothing changed if it cannot). The body is optional: none, `{}`, or `{"reason": …}`.',
+    description: 'Revokes an issued permit so no gate accepts it any more (revoking a revoked permit answers it again); the shared store learns of it before the answer (503 and nothing changed if it cannot). The body is optional: none, `{}`, or `{"reason": …}`. `:id` is the permit id or the permit token itself (verified with the permit keys before its `jti` is used; a token that does not verify is 400).',
     success: 'The revoked permit.',
     errors: { 404: 'No such permit in this organization.', 409: 'The permit was consumed or has expired.' },
   },
@@ -243,7 +246,7 @@ export const OPERATIONS: Readonly<Record<string, OperationDoc>> = {
     operationId: 'getPermitProof',
     summary: 'Proof of a permit\'s story',
     tag: 'Permits',
-    description: 'The permit with the audit events of its evaluation and of the permit itself (issued, verified, consumed, effects), in chain order, and the latest signed checkpoint of the organization\'s chain.',
+    description: 'The permit with the audit events of its evaluation and of the permit itself (issued, verified, consumed, effects), in chain order, and the latest signed checkpoint of the organization\'s chain. `:id` is the permit id or the permit token itself.',
     success: 'The permit, its audit events and the latest checkpoint.',
     errors: { 404: 'No such permit in this organization.' },
     responses: { 200: PermitProofResponse },
@@ -373,6 +376,7 @@ export const OPERATIONS: Readonly<Record<string, OperationDoc>> = {
     description: 'Every audit signing key, retired ones included, as SPKI PEM; pick the one whose `key_id` is the bundle\'s `signing_key_id`.',
     success: 'The audit public keys.',
   },
+  ...SDK_OPERATIONS,
 };
 
 /** The table key of a route. */
