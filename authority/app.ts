@@ -28,6 +28,7 @@ import type { AuthorityConfig } from './config.js';
 import { effectRoutes } from './effects/routes.js';
 import { escalationRoutes } from './escalations/routes.js';
 import { evaluateRoutes } from './evaluate/routes.js';
+import { evaluateStreamRoutes } from './evaluate/stream.js';
 import { gateRoutes } from './gates/routes.js';
 import { storeEvaluations } from './evaluate/store.js';
 import { healthRoutes } from './health/routes.js';
@@ -145,6 +146,7 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
   policyRoutes(app, { ...deps, credentials });
   const epochs = new ReplayEpochs(deps.store, deps.logger, { onReset: () => deps.metrics.store.stateResets.inc() });
   evaluateRoutes(app, { ...deps, writer, epochs });
+  evaluateStreamRoutes(app, { ...deps, writer, epochs });
   authzenRoutes(app, { ...deps, writer, epochs, limiter });
   permitRoutes(app, { ...deps, keyResolver });
   verifyRoutes(app, { ...deps, keyResolver });

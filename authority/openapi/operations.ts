@@ -10,7 +10,7 @@
  *   OPERATIONS['POST /v1/evaluate'].operationId; // 'evaluate'
  */
 import { z } from 'zod';
-import { EvaluateAgentRequest, EvaluateWireRequest } from '../../shared/wire/evaluate.js';
+import { EvaluateAgentRequest, EvaluateLegacyRequest, EvaluateWireRequest } from '../../shared/wire/evaluate.js';
 import { HealthResponse, ReadinessResponse } from '../../shared/wire/health.js';
 import { PermitProofResponse } from '../../shared/wire/permits.js';
 import { SDK_OPERATIONS } from './sdk-operations.js';
@@ -69,6 +69,8 @@ export interface OperationDoc {
   successHeaders?: Readonly<Record<string, string>>;
   /** A deprecated operation (OpenAPI `deprecated: true`); say what replaces it in the description. */
   deprecated?: true;
+  /** The media type of the success answer when it is not JSON (`text/event-stream`). */
+  successMediaType?: string;
 }
 
 /** One JWK as published; extra members of a key type pass through. */
@@ -205,10 +207,10 @@ export const OPERATIONS: Readonly<Record<string, OperationDoc>> = {
     summary: 'Evaluate an action',
     tag: 'Evaluate',
     description:
-      'Decides an action under the organization\'s policy: `allow` (with a signed, single-use `permit_token` bound to the facts), `deny`, `hold` (opens an approval request, `approval_request_id`) or `escalate` (opens an escalation, `escalation_id`). The body is the wire form (`action_type`, `actor_id`, `context`) or the agent helper form (`actor`, `action`, `target`, `context`). A repeated `request_id` returns the original decision; `shadow: true` decides without issuing a permit. Every decision is in the audit log before the answer leaves (503 `audit_unavailable` otherwise, and nothing was decided).',
+      'Decides an action under the organization\'s policy: `allow` (with a signed, single-use `permit_token` bound to the facts), `deny`, `hold` (opens an approval request, `approval_request_id`) or `escalate` (opens an escalation, `escalation_id`). The body is the wire form (`action_type`, `actor_id`, `context`), the agent helper form (`actor`, `action`, `target`, `context`) or the SDK\'s legacy names (`action` and `agent` as strings, `context`; other keys such as its `api_key` are ignored). A repeated `request_id` returns the original decision; `shadow: true` decides without issuing a permit. `?include=constraint_trace` (the SDK\'s preflight) adds `constraint_trace`: every rule the policy considered, in order, whether it matched, and its condition (the request is then explained, as with `explain: true`). Every decision is in the audit log before the answer leaves (503 `audit_unavailable` otherwise, and nothing was decided).',
     success: 'The decision, its risk envelope and reasons, and a permit on allow.',
     errors: { 409: 'The `request_id` was used for a different request or by another credential.' },
-    body: z.union([EvaluateWireRequest, EvaluateAgentRequest]),
+    body: z.union([EvaluateWireRequest, EvaluateAgentRequest, EvaluateLegacyRequest]),
   },
   'GET /v1/permit-keys': {
     operationId: 'getPermitKeys',

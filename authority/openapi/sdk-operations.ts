@@ -1,3 +1,5 @@
+import { z } from 'zod';
+
 /**
  * The OpenAPI prose of the operations that exist for the @atlasent/sdk's calls: verify by id, the
  * deprecated revoke and the streaming evaluate. Kept apart from operations.ts, which spreads them
@@ -19,6 +21,26 @@ export const SDK_OPERATIONS = {
       'The answer adds `verification_type: "permit"`, `evidence` (the permit\'s id, status, actor, action type and expiry after the verification) and `permit` (its record, or null when the authority has none).',
     ].join('\n'),
     success: 'The verdict, with the evidence and the permit record.',
+  },
+  'POST /v1/evaluate-stream': {
+    operationId: 'evaluateStream',
+    summary: 'Evaluate an action, answered as Server-Sent Events',
+    tag: 'Evaluate',
+    description: [
+      'The evaluation of `POST /v1/evaluate` (same body forms, same decision, permit, audit record and idempotency, same scope and `evaluate` rate-limit bucket), answered as a `text/event-stream` for the SDK\'s `protectStream`. Anything refused before the stream starts (credential, scope, rate limit, a malformed body) is an ordinary error envelope with its status.',
+      '',
+      'Once started (200), the stream carries, each as `event:` and one `data:` line of JSON:',
+      '',
+      '| event | data |',
+      '|---|---|',
+      '| `progress` | `{stage: "evaluating", request_id}`, as soon as the request is accepted |',
+      '| `decision` | `permitted` (allow or not), `decision`, `decision_id` (the permit token on allow, which the SDK verifies; else the evaluation id), `permit_token`, `permit_id`, `evaluation_id`, `request_id`, `reason` (the reason codes), `timestamp`, `is_final: true`, and `evaluation`: the whole answer of `POST /v1/evaluate` |',
+      '| `done` | `{}`; the stream ends |',
+      '| `error` | the error envelope (`{error, message, status, request_id}`) when the evaluation fails once started (503 `audit_unavailable`: nothing was decided; 409 for a reused `request_id`); the stream ends |',
+    ].join('\n'),
+    success: 'The events of the evaluation (`text/event-stream`).',
+    successMediaType: 'text/event-stream',
+    responses: { 200: z.string() },
   },
   'POST /v1/revoke-permit': {
     operationId: 'revokePermitLegacy',

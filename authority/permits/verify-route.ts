@@ -150,12 +150,11 @@ async function verifyById(deps: VerifyRouteDeps, principal: Principal, ref: stri
   if (inPath && given !== undefined && given !== ref) {
     throw new CountersignError('invalid_request', 'the path and permit_token present two different permits', { details: [{ path: 'permit_token', message: 'not the token in the path' }] });
   }
-  const verdict = await verifyAndRecord(deps, principal, { ...body, permit_token: inPath ? ref : given }, requestId, inPath ? undefined : ref);
+  const verdict = await verifyAndRecord(deps, principal, Object.assign({}, body, { permit_token: inPath ? ref : given }), requestId, inPath ? undefined : ref);
   const id = verdict.permit_id ?? (inPath ? null : ref);
   const record = id === null ? null : await getPermit(deps.db, principal.org.id, id, deps.clock);
-  return {
-    ...verdict,
-    verification_type: 'permit',
+  return Object.assign({}, verdict, {
+    verification_type: 'permit' as const,
     evidence: {
       permit_id: id,
       status: record?.status ?? null,
@@ -164,7 +163,7 @@ async function verifyById(deps: VerifyRouteDeps, principal: Principal, ref: stri
       expires_at: record?.expiresAt.toISOString() ?? null,
     },
     permit: record ? permitToWire(record) : null,
-  };
+  });
 }
 
 export function verifyRoutes(app: FastifyInstance, deps: VerifyRouteDeps): void {
