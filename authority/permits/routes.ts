@@ -6,7 +6,7 @@
  * `/functions/v1/v1-revoke-permit`, canonically `/v1/revoke-permit`) revokes as
  * `POST /v1/permits/:id/revoke` does, answered with `Deprecation: true` and counted.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { isPermitId } from '../../shared/permits/claims.js';
@@ -41,6 +41,15 @@ export const LEGACY_REVOKE_PATHS = ['/v1/revoke-permit', '/v1-revoke-permit', '/
 
 export function permitRoutes(app: FastifyInstance, deps: PermitRouteDeps): void {
   const routes = app.withTypeProvider<ZodTypeProvider>();
+
+  /** Revokes the permit `ref` names (an id or a token), for both revoke operations. */
+  const revoke = async (request: FastifyRequest, ref: string, reason: string | null) => {
+    const principal = request.principal as Principal;
+    const permit = await revokePermit(deps, principal, await permitIdOf(deps, principal.org.id, ref), reason, request.id);
+    deps.metrics.permitsRevoked.inc();
+    request.log.info({ permit_id: permit.id }, 'permit revoked');
+    return permit;
+  };
 
   routes.get(
     '/v1/permit-keys',
@@ -92,21 +101,14 @@ export function permitRoutes(app: FastifyInstance, deps: PermitRouteDeps): void 
   routes.post(
     '/v1/permits/:id/revoke',
     { config: { access: 'permits:write', ...PERMIT_REF_CONFIG }, schema: { params: PermitRefParams, body: RevokePermitRequest.nullish(), response: { 200: PermitResponse } }, onRequest: emptyBodyIsNoBody },
-    async (request) => {
-      const principal = request.principal as Principal;
-      const id = await permitIdOf(deps, principal.org.id, request.params.id);
-      const permit = await revokePermit(deps, principal, id, request.body?.reason ?? null, request.id);
-      deps.metrics.permitsRevoked.inc();
-      request.log.info({ permit_id: permit.id }, 'permit revoked');
-      return { permit: permitToWire(permit) };
-    },
+    async (request) => ({ permit: permitToWire(await revoke(request, request.params.id, request.body?.reason ?? null)) }),
   );
 
   for (const url of LEGACY_REVOKE_PATHS) {
     routes.post(
       url,
       {
-        config: { access: 'permits:write', ...PERMIT_REF_CONFIG },
+        config: { access: 'permits:write' },
         schema: { body: LegacyRevokePermitRequest, response: { 200: LegacyRevokePermitResponse } },
         // On every answer, refusals included, so a caller learns of it whatever happened.
         onSend: async (_request, reply, payload) => {
@@ -116,12 +118,9 @@ export function permitRoutes(app: FastifyInstance, deps: PermitRouteDeps): void 
         },
       },
       async (request) => {
-        const principal = request.principal as Principal;
         const { decision_id, permit_token, permit_id, reason } = request.body;
-        const id = await permitIdOf(deps, principal.org.id, (decision_id ?? permit_token ?? permit_id) as string);
-        const permit = await revokePermit(deps, principal, id, reason || null, request.id);
-        deps.metrics.permitsRevoked.inc();
-        request.log.info({ permit_id: permit.id }, 'permit revoked');
+        // The schema admits exactly one of the three.
+        const permit = await revoke(request, (decision_id ?? permit_token ?? permit_id) as string, reason || null);
         return { revoked: true as const, decision_id: permit.id, permit_id: permit.id, revoked_at: (permit.revokedAt as Date).toISOString(), permit: permitToWire(permit) };
       },
     );

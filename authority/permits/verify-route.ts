@@ -14,13 +14,13 @@ import { PermitRefParams, VerifyPermitByIdResponse, VerifyPermitRequest, VerifyP
 import { appendAuditEvent } from '../audit/chain.js';
 import type { Principal } from '../auth/principal.js';
 import type { AuthorityConfig } from '../config.js';
+import { emptyBodyIsNoBody } from '../http/optional-body.js';
 import { VERIFY_LIMIT } from '../http/route-access.js';
 import { inRequestSpan } from '../http/tracing.js';
 import type { AuthorityMetrics } from '../metrics.js';
 import type { Db } from '../store/db.js';
 import type { Clock } from '../time.js';
 import type { PublishedKeyResolver } from './key-resolver.js';
-import { emptyBodyIsNoBody } from '../http/optional-body.js';
 import { isPermitToken, PERMIT_REF_CONFIG } from './permit-ref.js';
 import { getPermit, markConsumed, permitToWire } from './permits.js';
 
