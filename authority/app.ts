@@ -28,10 +28,11 @@ import type { AuthorityConfig } from './config.js';
 import { effectRoutes } from './effects/routes.js';
 import { escalationRoutes } from './escalations/routes.js';
 import { evaluateRoutes } from './evaluate/routes.js';
+import { evaluateStreamRoutes } from './evaluate/stream.js';
 import { gateRoutes } from './gates/routes.js';
 import { storeEvaluations } from './evaluate/store.js';
 import { healthRoutes } from './health/routes.js';
-import { installBoundedInput } from './http/bounded-input.js';
+import { installBoundedInput, ROUTER_MAX_PARAM_LENGTH } from './http/bounded-input.js';
 import { installDrainAnswer } from './http/drain.js';
 import { answerFrameworkError, installErrorHandling } from './http/errors.js';
 import { installGuard } from './http/guard.js';
@@ -92,6 +93,9 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
     // Requests during the drain are answered in our envelope (installDrainAnswer), not fastify's.
     return503OnClosing: false,
     frameworkErrors: answerFrameworkError,
+    // Room for a permit token in a permit route's path; every other route is held to
+    // DEFAULT_MAX_PARAM_LENGTH by installBoundedInput.
+    routerOptions: { maxParamLength: ROUTER_MAX_PARAM_LENGTH },
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(responseSerializerCompiler);
@@ -142,6 +146,7 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
   policyRoutes(app, { ...deps, credentials });
   const epochs = new ReplayEpochs(deps.store, deps.logger, { onReset: () => deps.metrics.store.stateResets.inc() });
   evaluateRoutes(app, { ...deps, writer, epochs });
+  evaluateStreamRoutes(app, { ...deps, writer, epochs });
   authzenRoutes(app, { ...deps, writer, epochs, limiter });
   permitRoutes(app, { ...deps, keyResolver });
   verifyRoutes(app, { ...deps, keyResolver });

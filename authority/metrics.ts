@@ -21,6 +21,7 @@ export interface AuthorityMetrics {
   httpDuration: LabeledHistogram<'method' | 'route'>;
   authFailures: Counter<'reason'>;
   deprecatedHeader: Counter<'header'>;
+  deprecatedOperation: Counter<'operation'>;
   rateLimited: Counter<'bucket'>;
   evaluations: LabeledCounter<'decision' | 'mode'>;
   evaluateDuration: LabeledHistogram<'decision'>;
@@ -65,6 +66,12 @@ export function createAuthorityMetrics(): AuthorityMetrics {
       name: 'countersign_deprecated_header_total',
       help: 'Requests that authenticated with a deprecated header (X-Service-Key).',
       labelNames: ['header'],
+      registers,
+    }),
+    deprecatedOperation: new Counter({
+      name: 'countersign_deprecated_operation_total',
+      help: 'Requests to a deprecated operation, by operation (revoke-permit: POST /v1-revoke-permit).',
+      labelNames: ['operation'],
       registers,
     }),
     rateLimited: new Counter({

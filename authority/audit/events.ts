@@ -13,6 +13,8 @@ import type { AuditEvent, AuditPayload } from './types.js';
 
 export interface AuditEventFilters {
   types?: readonly string[] | undefined;
+  /** Events of a type with a given decision (the SDK's `evaluate.allow`, say), besides `types`. */
+  typedDecisions?: ReadonlyArray<{ type: string; decision: string }> | undefined;
   actorId?: string | undefined;
   requestId?: string | undefined;
   resourceId?: string | undefined;
@@ -114,7 +116,7 @@ export function parseAuditCursor(cursor: string): number {
 
 function hasFilters(filters: AuditEventFilters): boolean {
   return (
-    (filters.types !== undefined && filters.types.length > 0) ||
+    (filters.types?.length ?? 0) + (filters.typedDecisions?.length ?? 0) > 0 ||
     filters.actorId !== undefined ||
     filters.requestId !== undefined ||
     filters.resourceId !== undefined ||
@@ -131,7 +133,13 @@ function whereClause(orgId: string, filters: AuditEventFilters): { conditions: s
     params.push(value);
     conditions.push(sql(`$${params.length}`));
   };
-  if (filters.types !== undefined && filters.types.length > 0) add((p) => `type = ANY(${p}::text[])`, [...filters.types]);
+  const types = filters.types ?? [];
+  const typedDecisions = filters.typedDecisions ?? [];
+  if (types.length + typedDecisions.length > 0) {
+    params.push([...types], typedDecisions.map(({ type, decision }) => `${type} ${decision}`));
+    // Either list may be empty; a type never holds a space, so the pair cannot be confused.
+    conditions.push(`(type = ANY($${params.length - 1}::text[]) OR type || ' ' || coalesce(decision, '') = ANY($${params.length}::text[]))`);
+  }
   if (filters.actorId !== undefined) add((p) => `actor_id = ${p}`, filters.actorId);
   if (filters.requestId !== undefined) add((p) => `request_id = ${p}`, filters.requestId);
   if (filters.resourceId !== undefined) add((p) => `resource_id = ${p}`, filters.resourceId);
@@ -149,6 +157,16 @@ async function countMatching(db: Queryable, orgId: string, filters: AuditEventFi
   const { conditions, params } = whereClause(orgId, filters);
   const [row] = await db.query<{ n: number }>(`SELECT count(*)::int8 AS n FROM audit_events WHERE ${conditions.join(' AND ')}`, params);
   return row?.n ?? 0;
+}
+
+/** The first and last sequence of the events matching `filters` (no `limit`), or null when none does. */
+export async function matchingSequenceRange(db: Queryable, orgId: string, filters: Omit<AuditEventFilters, 'limit' | 'afterSequence'>): Promise<{ first: number; last: number } | null> {
+  const { conditions, params } = whereClause(orgId, Object.assign({ limit: 0 }, filters));
+  const [row] = await db.query<{ first: number | null; last: number | null }>(
+    `SELECT min(sequence)::int8 AS first, max(sequence)::int8 AS last FROM audit_events WHERE ${conditions.join(' AND ')}`,
+    params,
+  );
+  return row?.first == null || row.last == null ? null : { first: Number(row.first), last: Number(row.last) };
 }
 
 /** One page of an organization's events matching `filters`, in sequence order. */

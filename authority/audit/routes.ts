@@ -4,6 +4,8 @@
  *
  *   GET  /v1/audit/events    (and the SDK's /v1-audit/events)   cursor pages of events
  *   POST /v1/audit/exports   (and the SDK's /v1-audit/exports)  a signed bundle of a sequence range
+ *
+ * Type filters take the SDK's names for evaluations too (filters.ts).
  *   GET  /v1/audit/keys                                          the public keys that verify bundles
  *   GET  /v1/audit/status                                        head, last checkpoint, a range verified
  *
@@ -20,6 +22,7 @@ import { emptyBodyIsNoBody } from '../http/optional-body.js';
 import type { Db } from '../store/db.js';
 import type { Clock } from '../time.js';
 import { auditEventToWire, listAuditEvents, parseAuditCursor } from './events.js';
+import { exportRange, timeWindow, typeFilters } from './filters.js';
 import { auditBundleJson, exportAuditBundle } from './export.js';
 import { auditStatus } from './status.js';
 import type { AuditKeys } from './types.js';
@@ -38,16 +41,8 @@ export function auditRoutes(app: FastifyInstance, { db, keys, clock }: AuditRout
     routes.get(url, { config: { access: 'audit:read' }, schema: listSchema }, async (request) => {
       const principal = request.principal as Principal;
       const query = request.query;
-      const from = query.from === undefined ? undefined : new Date(query.from);
-      const to = query.to === undefined ? undefined : new Date(query.to);
-      if (from !== undefined && to !== undefined && to <= from) {
-        throw new CountersignError('invalid_request', '"to" must be later than "from"', {
-          details: [{ path: 'query.to', message: 'must be later than from' }],
-        });
-      }
-      const types = [...(query.type ?? []), ...(query.types ?? [])];
+      const { from, to } = timeWindow(query.from, query.to, 'query');
       const page = await listAuditEvents(db, principal.org.id, {
-        types: types.length > 0 ? [...new Set(types)] : undefined,
         actorId: query.actor_id,
         requestId: query.request_id,
         resourceId: query.resource_id,
@@ -55,6 +50,7 @@ export function auditRoutes(app: FastifyInstance, { db, keys, clock }: AuditRout
         to,
         afterSequence: query.cursor === undefined ? undefined : parseAuditCursor(query.cursor),
         limit: query.limit,
+        ...typeFilters([...(query.type ?? []), ...(query.types ?? [])]),
       });
       return { events: page.events.map(auditEventToWire), next_cursor: page.nextCursor, total: page.total };
     });
@@ -64,15 +60,10 @@ export function auditRoutes(app: FastifyInstance, { db, keys, clock }: AuditRout
   for (const url of ['/v1/audit/exports', '/v1-audit/exports']) {
     routes.post(url, { config: { access: 'audit:read' }, schema: exportSchema, onRequest: emptyBodyIsNoBody }, async (request, reply) => {
       const principal = request.principal as Principal;
-      const range = request.body ?? {};
+      const body = request.body ?? {};
+      const range = await exportRange(db, principal.org.id, body);
       const signer = await keys.signer();
-      const bundle = await exportAuditBundle(
-        db,
-        principal.org.id,
-        signer,
-        { fromSequence: range.from_sequence, toSequence: range.to_sequence },
-        clock,
-      );
+      const bundle = await exportAuditBundle(db, principal.org.id, signer, range, clock);
       request.log.info({ export_id: bundle.export_id, event_count: bundle.event_count }, 'audit bundle exported');
       // Sent as text: a JSON string with a JSON content type passes fastify's serializer
       // untouched, so the bytes are exactly those the signature covers (the schema documents it).

@@ -2,7 +2,7 @@
  * Every error leaves the authority as the envelope `{error, message, status, request_id}`:
  * our own `CountersignError`s, zod validation failures (400 with `details`), fastify's body
  * errors (413, 415, bad JSON), the router's URL errors (a bad percent-encoding, a path parameter
- * over 100 characters: 400), unknown paths (404) and methods (405, with `Allow`), a database that
+ * longer than the router admits: 400), unknown paths (404) and methods (405, with `Allow`), a database that
  * cannot be reached, wherever it was met (503 `service_unavailable` with `Retry-After`, see
  * store/unavailable.ts), and anything unexpected as a 500 `internal` whose message never carries
  * a stack or internals.
@@ -13,6 +13,7 @@ import FindMyWay, { type HTTPVersion } from 'find-my-way';
 import type { z } from 'zod';
 import { CountersignError, errorEnvelope, type ErrorDetail } from '../../shared/errors.js';
 import { isDatabaseUnavailable } from '../store/unavailable.js';
+import { ROUTER_MAX_PARAM_LENGTH } from './bounded-input.js';
 
 const BODY_ERRORS: Record<string, () => CountersignError> = {
   FST_ERR_CTP_BODY_TOO_LARGE: () => new CountersignError('payload_too_large', 'request bodies are limited to 64 KiB'),
@@ -82,7 +83,7 @@ export function toCountersignError(error: unknown): CountersignError {
 export function answerFrameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   const mapped =
     error.code === 'FST_ERR_MAX_PARAM_LENGTH'
-      ? new CountersignError('invalid_request', 'a path segment is longer than 100 characters')
+      ? new CountersignError('invalid_request', `a path segment is longer than ${ROUTER_MAX_PARAM_LENGTH} characters`)
       : error.code === 'FST_ERR_BAD_URL'
         ? new CountersignError('invalid_request', 'the path is not a valid URL (bad percent-encoding)')
         : toCountersignError(error);

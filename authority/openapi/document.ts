@@ -105,6 +105,7 @@ function operationFields(route: RouteOptions, key: string, doc: OperationDoc | u
   // The bucket the operation draws from, and the code it answers with once that is empty.
   if (access !== 'public') fields['x-rate-limit'] = { bucket: limit.bucket, exceeded: limit.exceeded };
   if (doc) Object.assign(fields, { operationId: doc.operationId, summary: doc.summary, tags: [doc.tag] });
+  if (doc?.deprecated) fields.deprecated = true;
   return fields;
 }
 
@@ -146,6 +147,8 @@ function finishOperation(method: string, operation: Json, doc: OperationDoc | un
   for (const [status, response] of Object.entries(responses)) {
     if (!status.startsWith('2')) continue;
     response.description = doc?.success ?? 'Success.';
+    const content = response.content as Json | undefined;
+    if (doc?.successMediaType && content) response.content = { [doc.successMediaType]: Object.values(content)[0] };
     const headers: Json = { 'X-Request-ID': REQUEST_ID_HEADER };
     if (guarded) Object.assign(headers, RATE_LIMIT_HEADERS);
     for (const [name, description] of Object.entries(doc?.successHeaders ?? {})) headers[name] = { description, schema: { type: 'string' } };

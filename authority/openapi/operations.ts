@@ -11,9 +11,10 @@
  */
 import { z } from 'zod';
 import { MAX_AUTHZEN_EVALUATIONS } from '../../shared/wire/authzen.js';
-import { EvaluateAgentRequest, EvaluateWireRequest } from '../../shared/wire/evaluate.js';
+import { EvaluateAgentRequest, EvaluateLegacyRequest, EvaluateWireRequest } from '../../shared/wire/evaluate.js';
 import { HealthResponse, ReadinessResponse } from '../../shared/wire/health.js';
 import { PermitProofResponse } from '../../shared/wire/permits.js';
+import { SDK_OPERATIONS } from './sdk-operations.js';
 
 export const TAGS = {
   Evaluate: 'Decide whether an action may happen; an allow carries a signed, single-use permit.',
@@ -69,6 +70,10 @@ export interface OperationDoc {
   successHeaders?: Readonly<Record<string, string>>;
   /** A body that is not JSON is 400 here, not the API's usual 415 (AuthZEN asks so). */
   notJsonIs400?: true;
+  /** A deprecated operation (OpenAPI `deprecated: true`); say what replaces it in the description. */
+  deprecated?: true;
+  /** The media type of the success answer when it is not JSON (`text/event-stream`). */
+  successMediaType?: string;
 }
 
 /** One JWK as published; extra members of a key type pass through. */
@@ -225,10 +230,10 @@ export const OPERATIONS: Readonly<Record<string, OperationDoc>> = {
     summary: 'Evaluate an action',
     tag: 'Evaluate',
     description:
-      'Decides an action under the organization\'s policy: `allow` (with a signed, single-use `permit_token` bound to the facts), `deny`, `hold` (opens an approval request, `approval_request_id`) or `escalate` (opens an escalation, `escalation_id`). The body is the wire form (`action_type`, `actor_id`, `context`) or the agent helper form (`actor`, `action`, `target`, `context`). A repeated `request_id` returns the original decision; `shadow: true` decides without issuing a permit. Every decision is in the audit log before the answer leaves (503 `audit_unavailable` otherwise, and nothing was decided).',
+      'Decides an action under the organization\'s policy: `allow` (with a signed, single-use `permit_token` bound to the facts), `deny`, `hold` (opens an approval request, `approval_request_id`) or `escalate` (opens an escalation, `escalation_id`). The body is the wire form (`action_type`, `actor_id`, `context`), the agent helper form (`actor`, `action`, `target`, `context`) or the SDK\'s legacy names (`action` and `agent` as strings, `context`; other keys such as its `api_key` are ignored). A repeated `request_id` returns the original decision; `shadow: true` decides without issuing a permit. `?include=constraint_trace` (the SDK\'s preflight) adds `constraint_trace`: every rule the policy considered, in order, whether it matched, and its condition (the request is then explained, as with `explain: true`). Every decision is in the audit log before the answer leaves (503 `audit_unavailable` otherwise, and nothing was decided).',
     success: 'The decision, its risk envelope and reasons, and a permit on allow.',
     errors: { 409: 'The `request_id` was used for a different request or by another credential.' },
-    body: z.union([EvaluateWireRequest, EvaluateAgentRequest]),
+    body: z.union([EvaluateWireRequest, EvaluateAgentRequest, EvaluateLegacyRequest]),
   },
   'GET /v1/permit-keys': {
     operationId: 'getPermitKeys',
@@ -250,7 +255,7 @@ export const OPERATIONS: Readonly<Record<string, OperationDoc>> = {
     operationId: 'getPermit',
     summary: 'Get a permit',
     tag: 'Permits',
-    description: 'One permit record with its status (`issued`, `consumed`, `revoked`, `expired`) and bound facts.',
+    description: 'One permit record with its status (`issued`, `consumed`, `revoked`, `expired`) and bound facts. `:id` is the permit id or the permit token itself (verified with the permit keys before its `jti` is used; a token that does not verify is 400).',
     success: 'The permit.',
     errors: { 404: 'No such permit in this organization.' },
   },
@@ -258,7 +263,7 @@ export const OPERATIONS: Readonly<Record<string, OperationDoc>> = {
     operationId: 'revokePermit',
     summary: 'Revoke a permit',
     tag: 'Permits',
-    description: 'Revokes an issued permit so no gate accepts it any more (revoking a revoked permit answers it again); the shared store learns of it before the answer (503 and nothing changed if it cannot). The body is optional: none, `{}`, or `{"reason": …}`.',
+    description: 'Revokes an issued permit so no gate accepts it any more (revoking a revoked permit answers it again); the shared store learns of it before the answer (503 and nothing changed if it cannot). The body is optional: none, `{}`, or `{"reason": …}`. `:id` is the permit id or the permit token itself (verified with the permit keys before its `jti` is used; a token that does not verify is 400).',
     success: 'The revoked permit.',
     errors: { 404: 'No such permit in this organization.', 409: 'The permit was consumed or has expired.' },
   },
@@ -266,7 +271,7 @@ export const OPERATIONS: Readonly<Record<string, OperationDoc>> = {
     operationId: 'getPermitProof',
     summary: 'Proof of a permit\'s story',
     tag: 'Permits',
-    description: 'The permit with the audit events of its evaluation and of the permit itself (issued, verified, consumed, effects), in chain order, and the latest signed checkpoint of the organization\'s chain.',
+    description: 'The permit with the audit events of its evaluation and of the permit itself (issued, verified, consumed, effects), in chain order, and the latest signed checkpoint of the organization\'s chain. `:id` is the permit id or the permit token itself.',
     success: 'The permit, its audit events and the latest checkpoint.',
     errors: { 404: 'No such permit in this organization.' },
     responses: { 200: PermitProofResponse },
@@ -355,14 +360,25 @@ export const OPERATIONS: Readonly<Record<string, OperationDoc>> = {
     operationId: 'listAuditEvents',
     summary: 'List audit events',
     tag: 'Audit',
-    description: 'Events of the caller\'s organization in chain order, filtered by type, actor, request, resource and time; pass `next_cursor` as `cursor` for the next page. Events are wire-identical with what the hash chain covers.',
+    description: [
+      'Events of the caller\'s organization in chain order, filtered by type, actor, request, resource and time; pass `next_cursor` as `cursor` for the next page. Events are wire-identical with what the hash chain covers.',
+      '',
+      'A type filter (`type` or `types`) also takes the SDK\'s names for evaluations, alone or mixed with ours:',
+      '',
+      '| SDK name | selects |',
+      '|---|---|',
+      '| `evaluate.allow` | `evaluation.decided` with `decision: "allow"` |',
+      '| `evaluate.deny` | `evaluation.decided` with `decision: "deny"` |',
+      '| `evaluate.hold` | `evaluation.decided` with `decision: "hold"` |',
+      '| `evaluate.escalate` | `evaluation.decided` with `decision: "escalate"` |',
+    ].join('\n'),
     success: 'A page of audit events.',
   },
   'POST /v1/audit/exports': {
     operationId: 'exportAuditBundle',
     summary: 'Export a signed audit bundle',
     tag: 'Audit',
-    description: 'A signed bundle of a sequence range of the chain (both ends inclusive; no body or `{}` exports the whole chain), verifiable offline with `countersign audit verify` and the keys of `GET /v1/audit/keys`.',
+    description: 'A signed bundle of a sequence range of the chain (both ends inclusive; no body or `{}` exports the whole chain), verifiable offline with `countersign audit verify` and the keys of `GET /v1/audit/keys`. The SDK\'s filters are taken too: `types` (a comma list, the SDK\'s `evaluate.*` names included, as on the list), `actor_id`, `from` and `to` (occurred_at, `to` exclusive). A bundle stays a gap-free piece of the chain, so that it verifies: with filters it runs from the first matching event to the last (within the sequence range, if one is given too), the events between them included; keep the matching ones by their `type` and `decision`. When nothing matches, the bundle is empty.',
     success: 'The signed bundle; its bytes are exactly those the signature covers.',
   },
   'GET /v1/policies/versions/:version': {
@@ -396,6 +412,7 @@ export const OPERATIONS: Readonly<Record<string, OperationDoc>> = {
     description: 'Every audit signing key, retired ones included, as SPKI PEM; pick the one whose `key_id` is the bundle\'s `signing_key_id`.',
     success: 'The audit public keys.',
   },
+  ...SDK_OPERATIONS,
 };
 
 /** The table key of a route. */

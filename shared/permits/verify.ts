@@ -8,7 +8,8 @@
  *
  * The Ed25519 check runs on the event loop with libsodium where it loads (ed25519.ts); with
  * node:crypto, on the event loop while few verifications are in flight and on libuv's thread pool
- * once several are (`signatureOn`, see signatureRunsOnPool).
+ * once several are (`signatureOn`, see signatureRunsOnPool). The steps up to the organization
+ * live in signed-claims.ts, which the authority's permit routes also use on their own.
  *
  * Each refusal has a stable code (`VERIFY_ERROR_CODES`); reasons are for humans only. It never
  * throws and never answers valid when something could not be established: a failing store, key
@@ -30,9 +31,7 @@
  *   });
  *   if (!outcome.valid) refuse(outcome.code, outcome.reason);
  */
-import { KeyObject, verify as cryptoVerify } from 'node:crypto';
-import type { CryptoKey } from 'jose';
-import { keyObjectOf, processEd25519, type Ed25519Engine } from './ed25519.js';
+import type { Ed25519Engine } from './ed25519.js';
 import { StoreError } from '../store/store-errors.js';
 import type { PermitConsumption, RecordAppend, SharedStore } from '../store/types.js';
 import {
@@ -42,7 +41,8 @@ import {
   bindingHashesEqual,
   factOf,
 } from './binding.js';
-import { PERMIT_ALG, PERMIT_LEEWAY_SECONDS, PERMIT_TYP, PermitClaims, issuedAtMs } from './claims.js';
+import { PERMIT_LEEWAY_SECONDS, issuedAtMs, type PermitClaims } from './claims.js';
+import { signedPermitClaims, type PermitKeyResolver } from './signed-claims.js';
 import { permitStoreKey, replayEpochKey } from './store-keys.js';
 import { ATTR, SPAN } from '../telemetry/attributes.js';
 import { tracing } from '../telemetry/index.js';
@@ -50,17 +50,7 @@ import { tracing } from '../telemetry/index.js';
 import type { VerifyErrorCode } from './verify-codes.js';
 
 export { VERIFY_ERROR_CODES, type VerifyErrorCode } from './verify-codes.js';
-
-export type PermitVerificationKey = CryptoKey | KeyObject | Uint8Array;
-
-/**
- * Finds the public key for a `kid`. On an unknown kid the resolver refreshes its key set itself
- * (with a cooldown, so forged kids cannot hammer the authority); null means still unknown. A
- * rejection means the keys could not be obtained at all and fails closed as INTERNAL_ERROR.
- */
-export interface PermitKeyResolver {
-  resolve(kid: string): Promise<PermitVerificationKey | null>;
-}
+export { MAX_TOKEN_LENGTH, type PermitKeyResolver, type PermitVerificationKey } from './signed-claims.js';
 
 export type PermitBinding =
   /** The gate derived the action's facts: the binding hash is recomputed. */
@@ -155,11 +145,6 @@ export type VerifyOutcome =
       unavailable?: true;
     };
 
-/** Far above any real permit; refuses oversized input before any decoding. */
-const MAX_TOKEN_LENGTH = 16 * 1024;
-const MAX_KID_LENGTH = 256;
-const BASE64URL = /^[A-Za-z0-9_-]+$/;
-
 export async function verifyPermit(options: VerifyPermitOptions): Promise<VerifyOutcome> {
   verificationsInFlight += 1;
   try {
@@ -178,62 +163,15 @@ async function verify(options: VerifyPermitOptions): Promise<VerifyOutcome> {
   const leewayMs = leewayOf(options) * 1000;
   if (!Number.isFinite(options.nowMs)) throw new RangeError('nowMs must be finite');
 
-  // Parse: exactly three base64url parts and a JSON object header.
-  if (typeof token !== 'string') return refuse('PERMIT_INVALID', 'the permit is not a string', null);
-  if (token.length > MAX_TOKEN_LENGTH) return refuse('PERMIT_INVALID', 'the permit is too long', null);
-  const parts = token.split('.');
-  if (parts.length !== 3 || !parts.every((part) => BASE64URL.test(part))) {
-    return refuse('PERMIT_INVALID', 'the permit is not a compact JWS', null);
-  }
-  const header = decodeJsonObject(parts[0]!);
-  if (!header) return refuse('PERMIT_INVALID', 'the permit header cannot be decoded', null);
-
-  // Algorithm and type: only EdDSA permits, never `none`, HMAC or another token type.
-  if (header['alg'] !== PERMIT_ALG) return refuse('PERMIT_INVALID', 'the permit is not signed with EdDSA', null);
-  if (header['typ'] !== PERMIT_TYP) return refuse('PERMIT_INVALID', 'the token is not a permit', null);
-  if ('crit' in header) return refuse('PERMIT_INVALID', 'the permit header has critical extensions', null);
-  const kid = header['kid'];
-  if (typeof kid !== 'string' || kid.length === 0 || kid.length > MAX_KID_LENGTH) {
-    return refuse('PERMIT_INVALID', 'the permit header names no key', null);
-  }
-
-  let key: PermitVerificationKey | null;
-  try {
-    key = await options.keys.resolve(kid);
-  } catch {
-    return internal('the permit signing keys could not be obtained', null);
-  }
-  if (key === null) return refuse('PERMIT_INVALID', 'the permit was signed with an unknown key', null);
-  if (!isEd25519PublicKey(key)) return refuse('PERMIT_INVALID', 'the key for this permit is not an Ed25519 public key', null);
-
-  // Ed25519 over the signing input with libsodium or node:crypto (ed25519.ts), not WebCrypto,
-  // which would decode the header a second time per permit (alg, typ and crit are checked above).
-  const signature = Buffer.from(parts[2]!, 'base64url');
-  const signingInput = Buffer.from(token.slice(0, parts[0]!.length + 1 + parts[1]!.length), 'latin1');
-  let signed = false;
-  if (signature.length === ED25519_SIGNATURE_BYTES) {
-    const ed25519 = processEd25519();
-    const onPool = signatureRunsOnPool(options.signatureOn ?? 'auto', verificationsInFlight, ed25519.engine);
-    try {
-      // Inline, no await: a plain boolean would still cost an async hop per permit.
-      signed = onPool ? await ed25519VerifyOnPool(signingInput, keyObjectOf(key), signature) : ed25519.verify(signingInput, keyObjectOf(key), signature);
-    } catch {
-      signed = false;
-    }
-  }
-  if (!signed) return refuse('PERMIT_INVALID', 'the permit signature is invalid', null);
-
-  const parsed = PermitClaims.safeParse(decodeJson(Buffer.from(parts[1]!, 'base64url')));
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    const where = issue && issue.path.length > 0 ? ` (${issue.path.join('.')})` : '';
-    return refuse('PERMIT_INVALID', `the permit claims are invalid${where}`, null);
-  }
-  const claims = parsed.data;
-
-  if (claims.iss !== options.issuer) return refuse('PERMIT_INVALID', 'the permit was issued by another issuer', claims);
-  if (claims.aud !== options.audience) return refuse('PERMIT_INVALID', 'the permit is meant for another audience', claims);
-  if (claims.org !== options.orgId) return refuse('ORG_MISMATCH', 'the permit belongs to another organization', claims);
+  const signed = await signedPermitClaims(token, {
+    keys: options.keys,
+    issuer: options.issuer,
+    audience: options.audience,
+    orgId: options.orgId,
+    onPool: (engine) => signatureRunsOnPool(options.signatureOn ?? 'auto', verificationsInFlight, engine),
+  });
+  if (!signed.ok) return { valid: false, ...signed.refusal };
+  const claims = signed.claims;
 
   if (options.permitStatus) {
     let status: RecordedPermitStatus;
@@ -343,43 +281,10 @@ function checkBinding(claims: PermitClaims, binding: PermitBinding): VerifyOutco
   return null;
 }
 
-const ED25519_SIGNATURE_BYTES = 64;
-
-/** node:crypto's Ed25519 verify as a job on libuv's thread pool. */
-function ed25519VerifyOnPool(data: Buffer, key: KeyObject, signature: Buffer): Promise<boolean> {
-  return new Promise((resolve, reject) => {
-    cryptoVerify(null, data, key, signature, (error, valid) => (error ? reject(error) : resolve(valid)));
-  });
-}
-
-function isEd25519PublicKey(key: PermitVerificationKey): key is KeyObject | CryptoKey {
-  if (key instanceof KeyObject) return key.type === 'public' && key.asymmetricKeyType === 'ed25519';
-  if (key instanceof Uint8Array) return false;
-  const candidate = key as { type?: unknown; algorithm?: { name?: unknown } };
-  return candidate.type === 'public' && candidate.algorithm?.name === 'Ed25519';
-}
-
 function leewayOf(options: VerifyPermitOptions): number {
   const leeway = options.leewaySeconds ?? PERMIT_LEEWAY_SECONDS;
   if (!Number.isFinite(leeway) || leeway < 0) throw new RangeError('leewaySeconds must be a finite number >= 0');
   return leeway;
-}
-
-function decodeJsonObject(part: string): Record<string, unknown> | null {
-  const value = decodeJson(Buffer.from(part, 'base64url'));
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
-}
-
-/** Strict: invalid UTF-8 throws rather than turning into U+FFFD. Stateless, so one serves every call. */
-const UTF8 = new TextDecoder('utf-8', { fatal: true });
-
-/** undefined when the bytes are not UTF-8 JSON. */
-function decodeJson(bytes: Uint8Array): unknown {
-  try {
-    return JSON.parse(UTF8.decode(bytes)) as unknown;
-  } catch {
-    return undefined;
-  }
 }
 
 function refuse(code: VerifyErrorCode, reason: string, claims: PermitClaims | null): VerifyOutcome {

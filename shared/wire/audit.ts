@@ -22,10 +22,26 @@ export const MAX_AUDIT_PAGE = 500;
 export const DEFAULT_AUDIT_PAGE = 50;
 
 /**
- * `type=a&type=b`, `type=a,b` or the SDK's `types=a,b`: one list of event types. Unknown names
- * are refused so a typo does not silently return nothing.
+ * The @atlasent/sdk's names for evaluations, one per decision, as filters: each stands for our
+ * `evaluation.decided` events with that decision. Its other names (`policy.updated`, the
+ * `permit.*` ones) are ours already.
  */
-const EventTypeList = queryList(EventType, EventType.options.length);
+export const SDK_EVENT_TYPE_ALIASES = {
+  'evaluate.allow': { type: 'evaluation.decided', decision: 'allow' },
+  'evaluate.deny': { type: 'evaluation.decided', decision: 'deny' },
+  'evaluate.hold': { type: 'evaluation.decided', decision: 'hold' },
+  'evaluate.escalate': { type: 'evaluation.decided', decision: 'escalate' },
+} as const satisfies Record<string, { type: EventType; decision: string }>;
+export type SdkEventTypeAlias = keyof typeof SDK_EVENT_TYPE_ALIASES;
+
+/** An event type, or one of the SDK's names for some of them. */
+const EventTypeFilter = z.union([EventType, z.enum(Object.keys(SDK_EVENT_TYPE_ALIASES) as [SdkEventTypeAlias, ...SdkEventTypeAlias[]])]);
+
+/**
+ * `type=a&type=b`, `type=a,b` or the SDK's `types=a,b`: one list of event types (or the SDK's
+ * aliases). Unknown names are refused so a typo does not silently return nothing.
+ */
+const EventTypeList = queryList(EventTypeFilter, EventType.options.length + Object.keys(SDK_EVENT_TYPE_ALIASES).length);
 
 const Filter = z.string().min(1).max(256);
 const Instant = z.iso.datetime({ offset: true });
@@ -94,14 +110,20 @@ export const AuditEventsResponse = z.object({
 export type AuditEventsResponse = z.infer<typeof AuditEventsResponse>;
 
 /**
- * Both ends inclusive; both optional (an empty body exports the whole chain). Strict: the SDK's
- * `types`/`from`/`to` filters are refused rather than ignored, because a filtered export could
- * not be verified as a chain.
+ * A sequence range, both ends inclusive, both optional (an empty body exports the whole chain),
+ * and the SDK's filters: `types` (a comma list, as on the list, aliases included), `actor_id`,
+ * `from` and `to` (occurred_at, `to` exclusive). A bundle is always a gap-free piece of the chain,
+ * so that it verifies offline: with filters it runs from the first matching event to the last,
+ * the events between them included. Strict: an unknown key is refused rather than ignored.
  */
 export const AuditExportRequest = z
   .object({
     from_sequence: z.number().int().min(1).optional(),
     to_sequence: z.number().int().min(1).optional(),
+    types: EventTypeList.optional(),
+    actor_id: Filter.optional(),
+    from: Instant.optional(),
+    to: Instant.optional(),
   })
   .strict();
 export type AuditExportRequest = z.infer<typeof AuditExportRequest>;

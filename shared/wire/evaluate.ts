@@ -1,12 +1,14 @@
 /**
  * `POST /v1/evaluate` (also `/v1-evaluate`, `/functions/v1/v1-evaluate`) on the wire.
  *
- * Two request forms are accepted. The wire form:
+ * Three request forms are accepted. The wire form:
  *   { "action_type": "payments.wire", "actor_id": "finance-bot",
  *     "context": { "environment": "production", "amount_usd": 500, "account_code": "OPS-001" } }
- * and the agent helper form, mapped to it (see `fromAgentForm`):
+ * the agent helper form, mapped to it (see `fromAgentForm`):
  *   { "actor": {"id": "support-agent", "type": "agent"}, "action": {"type": "agent.tool.invoke"},
  *     "target": {"type": "tool", "id": "send_email", "environment": "production"}, "context": {…} }
+ * and the SDK's legacy names, `action` and `agent` as strings (`fromLegacyForm`):
+ *   { "action": "payments.wire", "agent": "finance-bot", "context": {…} }
  */
 import { z } from 'zod';
 
@@ -87,15 +89,52 @@ export function fromAgentForm(agent: EvaluateAgentRequest): z.input<typeof Evalu
 }
 
 /**
- * Either form, as the wire form. The agent form is recognised by `action` and `actor` without
- * `action_type`; errors then name the agent form's fields.
+ * The @atlasent/sdk's legacy names (its 1.x evaluate, its streaming protect, its 2.2 preflight):
+ * `action` → `action_type`, `agent` → `actor_id`. Anything else it sends (its API key, which the
+ * Authorization header already carries) is dropped unread.
+ */
+export const EvaluateLegacyRequest = z.object({
+  action: ActionType,
+  agent: z.string().min(1).max(256),
+  context: EvaluateContext.default({}),
+  ...Options,
+});
+export type EvaluateLegacyRequest = z.infer<typeof EvaluateLegacyRequest>;
+
+function fromLegacyForm(legacy: EvaluateLegacyRequest): z.input<typeof EvaluateWireRequest> {
+  const { action, agent, context, request_id, shadow, explain } = legacy;
+  return { action_type: action, actor_id: agent, context, request_id, shadow, explain };
+}
+
+/**
+ * Any form, as the wire form. Without `action_type`, `action` and `actor` mark the agent form and
+ * a string `action` with `agent` the legacy names; errors then name that form's fields.
  */
 export function parseEvaluateRequest(body: unknown): { success: true; data: EvaluateWireRequest } | { success: false; error: z.ZodError } {
-  const isAgentForm = typeof body === 'object' && body !== null && !('action_type' in body) && 'action' in body && 'actor' in body;
-  if (!isAgentForm) return EvaluateWireRequest.safeParse(body);
-  const agent = EvaluateAgentRequest.safeParse(body);
-  return agent.success ? EvaluateWireRequest.safeParse(fromAgentForm(agent.data)) : agent;
+  if (typeof body !== 'object' || body === null || 'action_type' in body) return EvaluateWireRequest.safeParse(body);
+  if ('action' in body && 'actor' in body) {
+    const agent = EvaluateAgentRequest.safeParse(body);
+    return agent.success ? EvaluateWireRequest.safeParse(fromAgentForm(agent.data)) : agent;
+  }
+  if (typeof (body as { action?: unknown }).action === 'string' && 'agent' in body) {
+    const legacy = EvaluateLegacyRequest.safeParse(body);
+    return legacy.success ? EvaluateWireRequest.safeParse(fromLegacyForm(legacy.data)) : legacy;
+  }
+  return EvaluateWireRequest.safeParse(body);
 }
+
+/**
+ * `?include=constraint_trace` (a comma list; no other value is known): the answer then carries
+ * `constraint_trace`, the policy's rule-by-rule trace in the shape the SDK's preflight reads.
+ */
+export const EvaluateQuery = z.object({
+  include: z
+    .string()
+    .max(200)
+    .optional()
+    .transform((value) => new Set(value === undefined || value === '' ? [] : value.split(',')))
+    .refine((names) => [...names].every((name) => name === 'constraint_trace'), { message: 'the only value known is constraint_trace' }),
+});
 
 export const Decision = z.enum(['allow', 'deny', 'hold', 'escalate']);
 
@@ -127,6 +166,33 @@ export const AuthorizationState = z.object({
   verification_status: z.enum(['not_verified']),
 });
 
+/** One rule the policy considered, in order. */
+export const ConstraintTraceStage = z.object({
+  stage: z.literal('rule'),
+  rule: z.string(),
+  matched: z.boolean(),
+  /** The rule's condition (CEL) or, when it could not be evaluated, why. */
+  detail: z.string().nullable(),
+  order: z.number().int(),
+});
+
+export const ConstraintTrace = z.object({
+  rules_evaluated: z.array(
+    z.object({
+      /** The organization's policy id, or `none` when it has no policy. */
+      policy_id: z.string(),
+      decision: Decision,
+      /** The policy version that decided (`v3`), or `none`. */
+      fingerprint: z.string(),
+      risk_score: z.number(),
+      stages: z.array(ConstraintTraceStage),
+    }),
+  ),
+  /** The policy whose evaluation produced a decision other than allow; null on allow. */
+  matching_policy_id: z.string().nullable(),
+});
+export type ConstraintTrace = z.infer<typeof ConstraintTrace>;
+
 export const EvaluateResponse = z.object({
   decision: Decision,
   authorization_state: AuthorizationState,
@@ -149,5 +215,7 @@ export const EvaluateResponse = z.object({
   approval_request_id: z.string().optional(),
   /** On a live escalate: the escalation it opened (GET /v1/escalations/:id). */
   escalation_id: z.string().optional(),
+  /** With `?include=constraint_trace` only. */
+  constraint_trace: ConstraintTrace.optional(),
 });
 export type EvaluateResponse = z.infer<typeof EvaluateResponse>;

@@ -4,7 +4,8 @@
  * (`GET /v1/permits/:id/proof`).
  */
 import { z } from 'zod';
-import { VERIFY_ERROR_CODES } from '../permits/verify.js';
+import { MAX_TOKEN_LENGTH } from '../permits/signed-claims.js';
+import { VERIFY_ERROR_CODES } from '../permits/verify-codes.js';
 import { AuditCheckpointWire, AuditEventWire } from './audit.js';
 import { ActionType, EvaluateContext } from './evaluate.js';
 
@@ -34,7 +35,18 @@ export const PermitProofResponse = z.object({
   checkpoint: AuditCheckpointWire.nullable(),
 });
 
-export const PermitIdParams = z.object({ id: z.string().min(1).max(64).regex(/^[A-Za-z0-9_-]+$/, { message: 'not a permit id' }) });
+/**
+ * A permit named in a path: its id, or the permit token itself (the @atlasent/sdk passes the token
+ * where an id goes). A token is used only once its signature checks out, for its `jti`.
+ */
+export const PermitRefParams = z.object({
+  id: z
+    .string()
+    .min(1)
+    .max(MAX_TOKEN_LENGTH)
+    .regex(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)?$/, { message: 'neither a permit id nor a permit token' })
+    .refine((id) => id.includes('.') || id.length <= 64, { message: 'a permit id is at most 64 characters' }),
+});
 
 export const PermitResponse = z.object({ permit: PermitRecord });
 
@@ -53,6 +65,36 @@ export const ListPermitsResponse = z.object({
 });
 
 export const RevokePermitRequest = z.object({ reason: z.string().min(1).max(1000).optional() }).strict();
+
+/** A permit id or a permit token, as the deprecated revoke takes it in its body. */
+const PermitRef = PermitRefParams.shape.id;
+
+/**
+ * The deprecated `POST /v1-revoke-permit`: the permit in `decision_id` (the SDK's name for what it
+ * holds, the permit token or id), `permit_token` or `permit_id`, and an optional `reason` (empty
+ * means none). Other keys are dropped unread: the SDK also sends its API key in the body, which is
+ * never used (the credential is the Authorization header) nor stored.
+ */
+export const LegacyRevokePermitRequest = z
+  .object({
+    decision_id: PermitRef.optional(),
+    permit_token: PermitRef.optional(),
+    permit_id: PermitRef.optional(),
+    reason: z.string().max(1000).optional(),
+  })
+  .refine((body) => [body.decision_id, body.permit_token, body.permit_id].filter((ref) => ref !== undefined).length === 1, {
+    message: 'name the permit in exactly one of decision_id, permit_token and permit_id',
+  });
+export type LegacyRevokePermitRequest = z.infer<typeof LegacyRevokePermitRequest>;
+
+/** Its answer: `revoked` and the permit's id in `decision_id`, as the SDK reads them, and the record. */
+export const LegacyRevokePermitResponse = z.object({
+  revoked: z.literal(true),
+  decision_id: z.string(),
+  permit_id: z.string(),
+  revoked_at: z.string(),
+  permit: PermitRecord,
+});
 
 /** Empty strings mean "not given" (the @atlasent/sdk sends them when it has no value). */
 const optionalText = z
@@ -83,6 +125,24 @@ export const VerifyPermitResponse = z.object({
   verified_at: z.string(),
 });
 export type VerifyPermitResponse = z.infer<typeof VerifyPermitResponse>;
+
+/**
+ * `POST /v1/permits/:id/verify`: the verdict of verify-permit, with the @atlasent/sdk's
+ * `verification_type` and `evidence`, and the permit's record as it stands after the verification
+ * (null when the authority has none for the id).
+ */
+export const VerifyPermitByIdResponse = VerifyPermitResponse.extend({
+  verification_type: z.literal('permit'),
+  evidence: z.object({
+    permit_id: z.string().nullable(),
+    status: PermitRecord.shape.status.nullable(),
+    actor_id: z.string().nullable(),
+    action_type: z.string().nullable(),
+    expires_at: z.string().nullable(),
+  }),
+  permit: PermitRecord.nullable(),
+});
+export type VerifyPermitByIdResponse = z.infer<typeof VerifyPermitByIdResponse>;
 
 export const ReportEffectRequest = z
   .object({

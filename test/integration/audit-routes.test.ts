@@ -230,7 +230,7 @@ for (const backend of dbBackends()) {
       }
       const limit = ErrorEnvelope.parse((await get('/v1/audit/events?limit=501')).json());
       t.equal(limit.details?.[0]?.path, 'query.limit');
-      for (const payload of [{ from_sequence: 5, to_sequence: 2 }, { from_sequence: 0 }, { types: 'permit.issued' }]) {
+      for (const payload of [{ from_sequence: 5, to_sequence: 2 }, { from_sequence: 0 }, { types: 'no.such.type' }, { sequence: 3 }]) {
         const response = await app.inject({ method: 'POST', url: '/v1/audit/exports', headers: { authorization: acmeReader }, payload });
         t.equal(response.statusCode, 400, JSON.stringify(payload));
       }

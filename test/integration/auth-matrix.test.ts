@@ -71,6 +71,10 @@ const ENDPOINTS: Endpoint[] = [
   ...['/v1/evaluate', '/v1-evaluate', '/functions/v1/v1-evaluate'].map(
     (route): Endpoint => ({ method: 'POST', route, url: () => route, body: () => demo, anyOf: ['evaluate:write'], success: 200 }),
   ),
+  // The SDK's streaming evaluate: what evaluate needs.
+  ...['/v1/evaluate-stream', '/v1-evaluate-stream', '/functions/v1/v1-evaluate-stream'].map(
+    (route): Endpoint => ({ method: 'POST', route, url: () => route, body: () => demo, anyOf: ['evaluate:write'], success: 200 }),
+  ),
   // AuthZEN (docs/api.md): the evaluations need what evaluate needs; discovery is public, like /openapi.json.
   { method: 'POST', route: '/access/v1/evaluation', url: () => '/access/v1/evaluation', body: () => authzenDemo, anyOf: ['evaluate:write'], success: 200 },
   { method: 'POST', route: '/access/v1/evaluations', url: () => '/access/v1/evaluations', body: () => ({ ...authzenDemo, evaluations: [{}, {}] }), anyOf: ['evaluate:write'], success: 200 },
@@ -87,6 +91,12 @@ const ENDPOINTS: Endpoint[] = [
   { method: 'GET', route: '/v1/permits', url: () => '/v1/permits', anyOf: ['permits:read'], success: 200 },
   { method: 'GET', route: '/v1/permits/:id', url: (f) => `/v1/permits/${f.permitId}`, anyOf: ['permits:read'], acmeResource: true, success: 200 },
   { method: 'POST', route: '/v1/permits/:id/revoke', url: (f) => `/v1/permits/${f.revocablePermitId}/revoke`, body: () => ({}), anyOf: ['permits:write'], acmeResource: true, success: 200 },
+  // Verify by id, as verify-permit: a verdict for any organization's caller (a bare id is MISSING_PERMIT, nothing consumed).
+  { method: 'POST', route: '/v1/permits/:id/verify', url: (f) => `/v1/permits/${f.permitId}/verify`, body: () => ({}), anyOf: ['verify:execute'], success: 200 },
+  // The deprecated revoke: what the slash path needs.
+  ...['/v1/revoke-permit', '/v1-revoke-permit', '/functions/v1/v1-revoke-permit'].map(
+    (route): Endpoint => ({ method: 'POST', route, url: () => route, body: (f) => ({ decision_id: f.revocablePermitId }), anyOf: ['permits:write'], acmeResource: true, success: 200 }),
+  ),
   { method: 'GET', route: '/v1/permits/:id/proof', url: (f) => `/v1/permits/${f.permitId}/proof`, anyOf: ['permits:read', 'audit:read'], acmeResource: true, success: 200 },
   { method: 'POST', route: '/v1/effects', url: () => '/v1/effects', body: (f) => ({ permit_id: f.permitId, status: 'succeeded' }), anyOf: ['effects:write'], acmeResource: true, success: 201 },
   { method: 'GET', route: '/v1/policies', url: () => '/v1/policies', anyOf: ['policy:read', 'policy:write'], success: 200 },

@@ -108,10 +108,11 @@ t.test('unknown paths are 404 and unknown methods 405 with Allow', (t) =>
 t.test("the router's URL errors are 400 invalid_request in the envelope, not fastify's own body", (t) =>
   withAuthority(t, async ({ app, acmeAdmin }) => {
     // Regression: a path parameter over 100 characters was answered 414 with fastify's
-    // FST_ERR_MAX_PARAM_LENGTH body, and a bad percent-encoding 400 with FST_ERR_BAD_URL.
+    // FST_ERR_MAX_PARAM_LENGTH body, and a bad percent-encoding 400 with FST_ERR_BAD_URL. (The
+    // permit routes take a permit token in the path: test/integration/sdk-permits.test.ts.)
     const cases = [
-      ['GET', `/v1/permits/${'a'.repeat(101)}`, /longer than 100 characters/],
-      ['POST', `/v1/permits/${'a'.repeat(101)}/revoke`, /longer than 100 characters/],
+      ['GET', `/v1/approvals/${'a'.repeat(101)}`, /longer than 100 characters/],
+      ['POST', `/v1/api-keys/${'a'.repeat(101)}/revoke`, /longer than 100 characters/],
       ['GET', '/v1/permits/%zz', /percent-encoding/],
     ] as const;
     for (const [method, url, message] of cases) {

@@ -122,6 +122,10 @@ for (const backend of appBackends()) {
       await expect(200, call('POST', `/v1/permits/${third.permit_id}/revoke`, { body: { reason: 'no longer needed' } }), 'revoke permit');
       await expect(200, call('POST', `/v1/permits/${third.permit_id}/revoke`, { body: {} }), 'revoke it again (idempotent)');
       await expect(409, call('POST', `/v1/permits/${allowed.permit_id}/revoke`, { body: {} }), 'revoke a consumed permit');
+      await expect(200, call('POST', `/v1/permits/${second.permit_token}/verify`, { body: {} }), 'verify by id, the token in the path');
+      const revocable = await expect(200, call('POST', '/v1/evaluate', { body: demo }), 'evaluate another');
+      await expect(200, call('POST', '/v1/revoke-permit', { body: { decision_id: revocable.permit_token, reason: 'cancelled' } }), 'revoke, the deprecated way');
+      await expect(200, call('POST', '/v1/evaluate-stream', { body: demo }), 'evaluate as a stream of events');
       await expect(404, call('GET', '/v1/permits/no_such_permit'), 'an unknown permit');
 
       // Approvals: the hold's request, resolved by another identity.
