@@ -65,7 +65,7 @@ const DEFAULT_PLANS = {
 /** Failed or credential-less requests per client address: a client retrying by hand never meets it. */
 const DEFAULT_UNAUTHENTICATED_LIMIT = { per_minute: 60, burst: 120 };
 
-/** DESIGN.md "webhooks": retry after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h. */
+/** docs/webhooks.md, "Retries and dead letters": retry after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h. */
 export const DEFAULT_RETRY_SCHEDULE_MS = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000];
 
 const WEBHOOK_CONFIG_DEFAULTS = {

@@ -1,5 +1,5 @@
 /**
- * Keys never widen (DESIGN.md, "Identities and duties"): a key mints only keys no wider than
+ * Keys never widen: a key mints only keys no wider than
  * itself. Scopes are a subset of the creator's permissions; the address allowlist is a subset of
  * the creating key's (inherited when none is given); the expiry is no later than the creating
  * key's (inherited when none is given). Otherwise a restricted key could mint an unrestricted one

@@ -1,5 +1,5 @@
 /**
- * Signed export bundles (DESIGN.md "Audit"): a range of an organization's chain, signed with the
+ * Signed export bundles (docs/security-model.md, "The audit log is tamper-evident"): a range of an organization's chain, signed with the
  * audit key so that it can be verified offline, away from the database that produced it.
  *
  *   {export_id, org_id, chain_head_hash, event_count, signed_at, events, signature, signing_key_id}

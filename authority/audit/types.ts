@@ -1,6 +1,6 @@
 /**
  * The audit log's contract: one hash chain per organization, appended in the same transaction as
- * the state change it records. See DESIGN.md "Audit".
+ * the state change it records. See docs/security-model.md, "The audit log is tamper-evident".
  *
  *   payload       = every fact of the event (see AuditPayload), so the chain covers all of it
  *   hash          = hex(SHA-256(previous_hash_hex + canonicalJSON(payload)))

@@ -1,5 +1,5 @@
 /**
- * Identities (DESIGN.md, "Identities and duties"): the person or root credential behind a
+ * Identities (docs/approvals.md, "Who may approve: separation of duties"): the person or root credential behind a
  * credential. A user token is the user, `user:<sub>`; an API key is its owner, recorded when the
  * key was created (`user:<sub>` or the root key's `api_key:<id>`). Separation of duties compares
  * identities, not credentials, so one person's several keys count as that one person.

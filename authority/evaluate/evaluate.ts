@@ -242,7 +242,7 @@ async function evaluateOnce(
 }
 
 /**
- * A repeated request_id. Idempotency is per credential (DESIGN.md, "Identities and duties"): the
+ * A repeated request_id. Idempotency is per credential: the
  * credential that made the request gets its original answer again when the request is the same;
  * the same request_id from any other credential of the organization is 409, because the stored
  * answer may carry a live permit token, which only its caller may hold. Different content under

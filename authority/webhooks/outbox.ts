@@ -2,7 +2,7 @@
  * The webhook outbox: the seam through which every appended audit event reaches the
  * organization's webhook subscribers. appendAuditEvents (audit/chain.ts) calls it with the events
  * it just appended, inside the same transaction, so a delivery exists exactly when its event does
- * (DESIGN.md "webhooks"). For each event it writes one `pending` delivery per matching active subscription
+ * (docs/webhooks.md, "Retries and dead letters"). For each event it writes one `pending` delivery per matching active subscription
  * (`event_types` null, or containing the event's type), due at once; workers claim them later
  * with `FOR UPDATE SKIP LOCKED` (deliveries.ts). A delivery's payload is the event's payload.
  *

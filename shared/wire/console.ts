@@ -20,7 +20,7 @@ export const ConsoleSignedIn = z.object({
   signed_in: z.literal(true),
   /** `api_key`: the development sign-in, labelled as such everywhere in the console. */
   method: z.enum(['oidc', 'api_key']),
-  /** The identity the duties are judged on (DESIGN.md, "Identities and duties"): `user:<sub>` or `api_key:<id>`. */
+  /** The identity the duties are judged on (docs/approvals.md, "Who may approve: separation of duties"): `user:<sub>` or `api_key:<id>`. */
   identity: z.string(),
   display_name: z.string(),
   role: z.enum(ROLES).nullable(),

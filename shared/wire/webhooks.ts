@@ -21,7 +21,7 @@ export const WEBHOOK_DEFAULTS = { max_attempts: 8, timeout_seconds: 15 } as cons
 export const MAX_ATTEMPTS_RANGE = { min: 1, max: 20 } as const;
 export const TIMEOUT_SECONDS_RANGE = { min: 1, max: 60 } as const;
 
-/** Delivery statuses (DESIGN.md "webhooks"): `failed` will be retried, `dead_lettered` will not. */
+/** Delivery statuses (docs/webhooks.md, "Retries and dead letters"): `failed` will be retried, `dead_lettered` will not. */
 export const DELIVERY_STATUSES = ['pending', 'delivered', 'failed', 'dead_lettered'] as const;
 export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
 

@@ -4,7 +4,7 @@
  *
  * A new key's secret is in the create answer only (the server keeps its hash): it is held in this
  * page's state until "Done", and never written anywhere, so a reload cannot bring it back. A new
- * key is never wider than its creator (DESIGN.md, "Identities and duties"): the form offers only
+ * key is never wider than its creator: the form offers only
  * the session's own permissions, and the server narrows the rest and refuses what is wider.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
