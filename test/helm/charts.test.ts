@@ -342,6 +342,10 @@ if (helm) {
     t.notOk('ext_authz' in parse(find(defaults, 'ConfigMap')[0]!.data['proxy.yaml']), 'no ext_authz unless enabled');
     t.throws(() => render('helm/examples/payments-app', ['--set', 'countersignProxy.extAuthz.only=true']), 'only without a transport: nothing would serve');
     t.throws(() => render('helm/examples/payments-app', ['--set', 'countersignProxy.extAuthz.grpc.port=7081']), 'the schema keeps it off the admin port');
+    const http = render('helm/examples/payments-app', ['--set', 'countersignProxy.extAuthz.http.enabled=true', '--set', 'countersignProxy.extAuthz.http.checkTimeoutMs=750', '--set', 'countersignProxy.extAuthz.http.maxRequestHeadersKb=96']);
+    const httpConfig = parseProxyConfig(parse(find(http, 'ConfigMap')[0]!.data['proxy.yaml']));
+    t.match(httpConfig.ext_authz?.http, { check_timeout_ms: 750, max_request_headers_kb: 96 }, 'the HTTP check timeout and header limit come from the values');
+    t.throws(() => render('helm/examples/payments-app', ['--set', 'countersignProxy.extAuthz.http.checkTimeoutMs=5']), 'the schema keeps the check timeout in range');
   });
 
   t.test('Istio example: the gate as the pod\'s external authorizer, a CUSTOM policy, and a ServiceEntry to it', async (t) => {

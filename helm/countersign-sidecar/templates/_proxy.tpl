@@ -62,7 +62,9 @@ extAuthz:
   host: 127.0.0.1
   only: false
   grpc: { enabled: false, port: 9191 }
-  http: { enabled: false, port: 9192, pathPrefix: "" }
+  # checkTimeoutMs: Envoy's http_service timeout (Istio: the provider's timeout); a check that takes
+  # longer spends no permit. maxRequestHeadersKb: Envoy's max_request_headers_kb.
+  http: { enabled: false, port: 9192, pathPrefix: "", checkTimeoutMs: 200, maxRequestHeadersKb: 60 }
 resources:
   requests: { cpu: 50m, memory: 64Mi }
   limits: { memory: 256Mi }
@@ -116,7 +118,7 @@ extraEnv: []
 {{- $section := dict "only" $authz.only -}}
 {{- $host := ternary (printf "[%s]" $authz.host) $authz.host (contains ":" $authz.host) -}}
 {{- if $authz.grpc.enabled }}{{ $_ := set $section "grpc" (dict "listen" (printf "%s:%v" $host $authz.grpc.port)) }}{{ end -}}
-{{- if $authz.http.enabled }}{{ $_ := set $section "http" (dict "listen" (printf "%s:%v" $host $authz.http.port) "path_prefix" $authz.http.pathPrefix) }}{{ end -}}
+{{- if $authz.http.enabled }}{{ $_ := set $section "http" (dict "listen" (printf "%s:%v" $host $authz.http.port) "path_prefix" $authz.http.pathPrefix "check_timeout_ms" (int $authz.http.checkTimeoutMs) "max_request_headers_kb" (int $authz.http.maxRequestHeadersKb)) }}{{ end -}}
 {{- $_ := set $cfg "ext_authz" $section -}}
 {{- end -}}
 {{- toYaml $cfg -}}
