@@ -96,7 +96,7 @@ export function placeContext(context: AuthzenContext = {}): Record<string, unkno
 export function toEvaluateRequest(evaluation: AuthzenEvaluation, names: ActionNameMapping, where = ''): EvaluateWireRequest {
   const { subject, action, resource } = evaluation;
   // The entity keys go last, after the caller's context, which placeContext keeps them out of all the same.
-  const context = { ...placeContext(evaluation.context), subject, action, resource, target: { type: resource.type, id: resource.id } };
+  const context = Object.assign({}, placeContext(evaluation.context), { subject, action, resource, target: { type: resource.type, id: resource.id } });
   const parsed = EvaluateWireRequest.safeParse({ action_type: names.toActionType(action.name), actor_id: actorIdOf(subject.id), context });
   if (parsed.success) return parsed.data;
   throw new CountersignError('invalid_request', 'the AuthZEN request does not map onto an evaluation', {
@@ -106,7 +106,7 @@ export function toEvaluateRequest(evaluation: AuthzenEvaluation, names: ActionNa
 
 /** The issues of `error` as details under `prefix`. */
 function prefixed(error: CountersignError, prefix: string): CountersignError {
-  const details = (error.details ?? []).map((detail) => ({ ...detail, path: detail.path === '(body)' ? prefix : `${prefix}.${detail.path}` }));
+  const details = (error.details ?? []).map((detail) => Object.assign({}, detail, { path: detail.path === '(body)' ? prefix : `${prefix}.${detail.path}` }));
   return new CountersignError('invalid_request', `evaluation ${prefix.split('.')[1]} is incomplete or malformed`, { details });
 }
 
@@ -117,7 +117,7 @@ function completeEntity<K extends 'subject' | 'action' | 'resource'>(own: Entity
   if (own === undefined) return fallback;
   if (fallback === undefined) return own;
   const required = Object.fromEntries(Object.entries(fallback).filter(([key]) => key !== 'properties'));
-  return { ...required, ...own } as Entity<K>;
+  return Object.assign({}, required, own) as Entity<K>;
 }
 
 function planEntry(raw: unknown, defaults: AuthzenEvaluationItem, index: number): PlannedEntry {

@@ -86,7 +86,7 @@ function authzenErrorHandler(error: FastifyError, request: FastifyRequest, reply
 
 export function authzenRoutes(app: FastifyInstance, deps: AuthzenDeps): void {
   const routes = app.withTypeProvider<ZodTypeProvider>();
-  const decideDeps: AuthzenDecideDeps & AuthzenDeps = { ...deps, names: actionNameMapping(deps.config.authzen) };
+  const decideDeps: AuthzenDecideDeps & AuthzenDeps = Object.assign({}, deps, { names: actionNameMapping(deps.config.authzen) });
   const evaluateAccess = { access: 'evaluate:write', rateLimit: EVALUATE_LIMIT } as const;
 
   routes.post(

@@ -89,7 +89,7 @@ export async function searchSubjects(deps: SearchDeps, principal: Principal, req
   const now = new Date(deps.clock.now());
   const { subject, action, resource, context } = request;
   const matches = policy.compiled.vocabulary.actors
-    .filter((id) => allows(deps, policy, { subject: { ...subject, id }, action, resource, context }, now))
+    .filter((id) => allows(deps, policy, { subject: Object.assign({}, subject, { id }), action, resource, context }, now))
     .map((id) => ({ type: subject.type, id }));
   return paged(matches, request.page);
 }
