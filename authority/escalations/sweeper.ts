@@ -1,6 +1,6 @@
 /**
  * The escalation timeout sweeper: records, in the background, the timeouts of escalations nobody
- * is looking at, so `escalation.timed_out` events (and, with issue 6, their webhooks) go out close
+ * is looking at, so `escalation.timed_out` events (and their webhooks) go out close
  * to when the tier ran out rather than at the next read. Reads and votes apply due timeouts
  * themselves, so the sweeper's pace never changes what a caller sees.
  *

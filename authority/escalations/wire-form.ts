@@ -1,7 +1,7 @@
 /**
  * Escalations, approval records and quorum progress in their wire form
  * (shared/wire/escalations.ts): ISO timestamps with milliseconds, the current tier's quorum
- * spelled out at the top level as the spec lists it.
+ * spelled out at the top level as the API lists it.
  *
  * @example
  *   reply.send({ escalation: escalationToWire(escalation), approvalRecords: records.map(approvalRecordToWire),

@@ -1,5 +1,5 @@
 /**
- * The evaluate response: every field of the spec (decision, authorization_state, permit_token,
+ * The evaluate response: every field of the API (decision, authorization_state, permit_token,
  * request_id, mode, human_approval_required, human_approval_status, expires_at,
  * permit_expires_at, risk_score) plus risk_envelope, decisionObject and remediation.
  */

@@ -18,7 +18,7 @@
  * unevaluable rule might have been the deny rule. The remediation names the failing condition;
  * with `explain`, the trace carries the expression and the error.
  *
- * Budget (issue 15, cost.ts): a condition whose worst case, re-estimated for this request's
+ * Budget (cost.ts): a condition whose worst case, re-estimated for this request's
  * largest list and string, is over the limit is not run, and a running condition that spends its
  * budget is stopped; either makes the decision deny CONDITION_BUDGET_EXCEEDED (fail closed, as
  * above), with a message naming the condition and why.

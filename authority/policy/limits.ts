@@ -1,5 +1,5 @@
 /**
- * How much work one policy condition may cost (issue 15: one tenant must not stall the others).
+ * How much work one policy condition may cost (one tenant must not stall the others).
  *
  * A condition's worst case is estimated when the policy is written, assuming every list or map
  * the request presents holds at most `maxListItems` entries and every string at most

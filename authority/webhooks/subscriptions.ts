@@ -80,7 +80,7 @@ export function subscriptionToWire(subscription: Subscription, secret?: string):
   };
 }
 
-/** Postgres unique_violation on (org_id, name) becomes the spec's 409. */
+/** Postgres unique_violation on (org_id, name) becomes the API's 409 conflict. */
 function nameClash(error: unknown, name: string): never {
   if ((error as { code?: string }).code === '23505') {
     throw new CountersignError('conflict', `a webhook subscription named "${name}" already exists in this organization`, { cause: error });

@@ -1,6 +1,6 @@
 /**
  * The delivery worker: each pass claims due deliveries (deliveries.ts), POSTs each attempt to its
- * subscriber with the spec's and the Standard Webhooks headers, and records the outcome. Only a
+ * subscriber with the X-Service-* and the Standard Webhooks headers, and records the outcome. Only a
  * 2xx answer delivers; a 3xx (redirects are not followed), any other status, a network error or
  * the subscription's timeout is a failed attempt, retried on the configured schedule with jitter
  * until the round's `max_attempts` is used, then dead-lettered. Response bodies are read only up

@@ -1,7 +1,7 @@
 /**
  * Human-in-the-loop escalations on the wire (self-hosted control plane only):
  * `POST /v1/escalations`, `GET /v1/escalations`, `GET /v1/escalations/:id` and
- * `POST /v1/escalations/:id/respond`. Field names are camelCase, as the spec gives them.
+ * `POST /v1/escalations/:id/respond`. Field names are camelCase, as the API gives them.
  *
  * An escalation waits for votes of an approver tier (`quorumRequired` over `approverPoolSize`
  * approvers). A tier that times out hands the escalation to the next tier of `tiers` (status

@@ -2,7 +2,7 @@
  * `POST /v1-webhooks` (also `/functions/v1/v1-webhooks`) on the wire: one endpoint, the operation
  * chosen by `action`, and the delivery a receiver gets. Scope `webhooks:write`.
  *
- * Every action answers 200. The bodies the spec leaves open:
+ * Every action answers 200. The bodies of the other actions:
  *   list            {subscriptions: [subscription, …]}          (no signing_secret)
  *   update          {subscription}                              (no signing_secret)
  *   delete          {deleted: true, id}
