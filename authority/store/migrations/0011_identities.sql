@@ -1,4 +1,4 @@
--- Identities and separation of duties (DESIGN.md, "Identities and duties").
+-- Identities and separation of duties (docs/approvals.md, "Who may approve: separation of duties").
 --
 -- An identity is a person or a root credential: a user token by `user:<sub>`, an API key by its
 -- owner. A key's owner is recorded when it is created: the creating user, or the creating key's
