@@ -134,8 +134,12 @@ export async function startAuthority(config: AuthorityConfig, options: StartOpti
     }, config.audit.checkpoint_interval_seconds * 1000);
     checkpointTimer.unref();
     resources.add(async () => clearInterval(checkpointTimer));
-    // Records that gates wrote to the shared store (verifications, executions) reach the audit log.
-    const verificationDrain = startVerificationDrain({ db, store, clock }, { intervalMs: 1_000, logger });
+    // Records that gates wrote to the shared store (verifications, executions) reach the audit log,
+    // once no gate can withdraw them any more: a gate settles a consume within its store timeout.
+    const verificationDrain = startVerificationDrain(
+      { db, store, clock },
+      { intervalMs: 1_000, logger, settledForMs: recordSettleMs(config.store.command_timeout_ms) },
+    );
     resources.add(() => verificationDrain.stop());
     // Escalation tiers that ran out are recorded (escalated / timed_out) even when nobody reads them.
     const escalationSweeper = startEscalationSweeper({ db, clock, metrics }, { intervalMs: config.escalations.sweep_interval_ms, logger });
@@ -160,4 +164,13 @@ export async function startAuthority(config: AuthorityConfig, options: StartOpti
     await closeAll();
     throw error;
   }
+}
+
+/**
+ * How long a verification record waits in the stream before the drain takes it: twice the store
+ * timeout (gates are configured with the same `store.command_timeout_ms`), at least 2 s. A gate
+ * withdraws a `permit.verified` whose consume did not count within about one timeout.
+ */
+export function recordSettleMs(commandTimeoutMs: number): number {
+  return Math.max(2_000, 2 * commandTimeoutMs);
 }

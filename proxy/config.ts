@@ -181,6 +181,8 @@ export const ProxyConfigSchema = z
     /** Redis topology and durability (shared/store/config.ts); used when Redis is configured. */
     store: StoreSettings.default(DEFAULT_STORE_SETTINGS),
     log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    /** How long an idle client connection to `listen` stays open: longer than the clients' own idle timeout. */
+    keep_alive_timeout_ms: z.number().int().min(1_000).max(3_600_000).default(120_000),
     max_body_bytes: BodyLimit.default(DEFAULT_MAX_BODY_BYTES),
     routes: Routes,
     /** The record backlog: records held while the store cannot take them. */

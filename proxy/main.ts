@@ -216,7 +216,7 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
     let url = '';
     if (forwarding) {
       // A forwarding proxy's state always has its upstream (stateOf above).
-      proxy = createProxyServer({ current: () => state as ProxyState, gate, executionRecords, metrics, logger });
+      proxy = createProxyServer({ current: () => state as ProxyState, gate, executionRecords, metrics, logger, keepAliveTimeoutMs: initial.keep_alive_timeout_ms });
       url = await listen(proxy.server, initial.listen);
     }
     const readyTimeoutMs = options.readyTimeoutMs ?? 1_000;

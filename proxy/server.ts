@@ -88,6 +88,12 @@ export interface ProxyServerOptions {
   /** Upstream time limits (ms); defaults 30 s for the answer's headers, 300 s between body bytes. */
   upstreamHeadersTimeoutMs?: number;
   upstreamBodyTimeoutMs?: number;
+  /**
+   * How long an idle client connection is kept open (default 120 s). Longer than the idle timeout
+   * of the clients in front (Go's 90 s, load balancers' 60 s): a client that reuses a connection
+   * the server has just closed meets a reset, and a POST cannot always be retried after one.
+   */
+  keepAliveTimeoutMs?: number;
 }
 
 export interface ProxyServer {
@@ -100,6 +106,8 @@ export interface ProxyServer {
   /** Cuts whatever is still open (the drain's leftovers), waits for pending records, closes the upstream pool. */
   close(): Promise<void>;
 }
+
+export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 120_000;
 
 export function createProxyServer(options: ProxyServerOptions): ProxyServer {
   const { current, gate, metrics, logger, executionRecords } = options;
@@ -303,6 +311,7 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     inFlight.add(handled);
     void handled.finally(() => inFlight.delete(handled));
   });
+  server.keepAliveTimeout = options.keepAliveTimeoutMs ?? DEFAULT_KEEP_ALIVE_TIMEOUT_MS;
   server.on('upgrade', handleUpgrade);
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
     if (socket.writable && error.code !== 'ECONNRESET') socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');

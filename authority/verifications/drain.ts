@@ -48,6 +48,11 @@ export interface DrainOptions {
   batch?: number;
   /** Only these organizations (default: every organization). */
   orgIds?: string[];
+  /**
+   * Only records appended at least this long ago (default 0): a gate may still withdraw a
+   * `permit.verified` whose consume did not count, within its consume timeout (ReadRecordsOptions).
+   */
+  settledForMs?: number;
 }
 
 export interface DrainResult {
@@ -86,7 +91,7 @@ export async function drainVerificationRecords(deps: DrainDeps, options: DrainOp
     const stream = verificationStream(orgId);
     for (let round = 0; round < MAX_BATCHES_PER_RUN; round += 1) {
       const cursor = await readCursor(deps.db, orgId);
-      const records = await deps.store.readRecords(stream, cursor, batch);
+      const records = await deps.store.readRecords(stream, cursor, batch, { settledForMs: options.settledForMs ?? 0 });
       if (records.length === 0) break;
       let result: DrainResult;
       try {
@@ -274,9 +279,16 @@ export type RunningDrain = PeriodicTask;
  * Runs the drain every `intervalMs` (see runEvery), logging failures: the next tick retries, and
  * the records wait in the stream meanwhile.
  */
-export function startVerificationDrain(deps: DrainDeps, options: { intervalMs: number; logger: DrainLogger; batch?: number }): RunningDrain {
+export function startVerificationDrain(
+  deps: DrainDeps,
+  options: { intervalMs: number; logger: DrainLogger; batch?: number; settledForMs?: number },
+): RunningDrain {
+  const drainOptions: DrainOptions = {
+    ...(options.batch === undefined ? {} : { batch: options.batch }),
+    ...(options.settledForMs === undefined ? {} : { settledForMs: options.settledForMs }),
+  };
   return runEvery(options.intervalMs, () =>
-    drainVerificationRecords(deps, options.batch === undefined ? {} : { batch: options.batch }).then(
+    drainVerificationRecords(deps, drainOptions).then(
       (result) => {
         if (result.invalid > 0) options.logger.error({ invalid: result.invalid }, 'verification records that did not parse were recorded as invalid');
       },

@@ -30,6 +30,7 @@ import type {
   PermitConsumption,
   RecordAppend,
   SharedStore,
+  ReadRecordsOptions,
   StoredRecord,
   TokenBucketResult,
   TokenBucketSpec,
@@ -168,7 +169,7 @@ export class MemoryStore implements SharedStore {
     return batch.map((fields) => ({ status: 'fulfilled', value: this.#append(stream, fields) }));
   }
 
-  async readRecords(stream: string, afterId: string, count: number): Promise<StoredRecord[]> {
+  async readRecords(stream: string, afterId: string, count: number, _options?: ReadRecordsOptions): Promise<StoredRecord[]> {
     this.#assertOpen();
     checkCount(count);
     const entries = this.#streams.get(stream) ?? [];

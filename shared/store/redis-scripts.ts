@@ -36,6 +36,9 @@ return {string.format('%.0f', nowMs), 1}
  * record, its fields as one JSON array [field, value, ...] (redis-arguments.ts: one
  * argument for the client to encode per consume instead of two dozen).
  *
+ * The marker's value is the nonce, then `|` and the record's id when there is a record: an undo
+ * whose consume's answer was lost (the connection dropped) still finds the record it must remove.
+ *
  * Returns {code, record id}: 1 consumed (with the id of the appended record, or ''), 0 already
  * used, -1 revoked, -2 the permit predates the epoch, -3 too late (the caller has given up).
  *
@@ -70,7 +73,9 @@ if not redis.call('SET', KEYS[1], ARGV[4], 'NX', 'PX', ARGV[1]) then
   return {0, ''}
 end
 if #KEYS > 3 then
-  return {1, redis.call('XADD', KEYS[4], '*', unpack(cjson.decode(ARGV[5])))}
+  local id = redis.call('XADD', KEYS[4], '*', unpack(cjson.decode(ARGV[5])))
+  redis.call('SET', KEYS[1], ARGV[4] .. '|' .. id, 'KEEPTTL')
+  return {1, id}
 end
 return {1, ''}
 `;
@@ -79,19 +84,32 @@ return {1, ''}
 export const CONSUME_SCRIPT_SHA = createHash('sha1').update(CONSUME_SCRIPT).digest('hex');
 
 /**
- * Undoes one consume that could not be made durable. KEYS: marker, optionally the stream.
- * ARGV: the consume's nonce, the record id ('' for none). Only the marker this consume set is
- * removed (a later consume of the same permit cannot have happened: the marker was there).
+ * Undoes one consume that did not count: not durable, too late for its caller, or whose answer was
+ * lost. KEYS: marker, optionally the stream. ARGV: the consume's nonce. Only the marker this
+ * consume set is removed, with the record its value names (a later consume of the same permit
+ * cannot have happened: the marker was there). Returns 1 when it undid the consume, 0 when there
+ * was nothing of it to undo. Safe to run again, and on another server after a failover.
  */
 export const RELEASE_SCRIPT = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  if #KEYS > 1 and ARGV[2] ~= '' then
-    redis.call('XDEL', KEYS[2], ARGV[2])
-  end
-  return 1
+local value = redis.call('GET', KEYS[1])
+if not value then
+  return 0
 end
-return 0
+local nonce = value
+local id = ''
+local bar = string.find(value, '|', 1, true)
+if bar then
+  nonce = string.sub(value, 1, bar - 1)
+  id = string.sub(value, bar + 1)
+end
+if nonce ~= ARGV[1] then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+if #KEYS > 1 and id ~= '' then
+  redis.call('XDEL', KEYS[2], id)
+end
+return 1
 `;
 
 /**

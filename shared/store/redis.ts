@@ -31,12 +31,17 @@
  *   await store.close();
  */
 import { randomBytes } from 'node:crypto';
+import { Cluster } from 'ioredis';
+import { clusterSlotOf } from './cluster-slot.js';
 import { acknowledgementCommand, acknowledgementError, type AcknowledgementPlan } from './redis-acknowledgement.js';
 import { fieldPairs, recordArgument } from './redis-arguments.js';
 import { RedisConnection } from './redis-connection.js';
+import { checkDurabilityOf, DurabilityKeeper } from './redis-durability.js';
+import { PendingReleases } from './redis-releases.js';
+import { requiredReplicas, SentinelView } from './redis-replicas.js';
 import { ENSURE_EPOCH_SCRIPT, CONSUME_SCRIPT, CONSUME_SCRIPT_SHA, RELEASE_SCRIPT, TAKE_TOKEN_SCRIPT } from './redis-scripts.js';
-import { checkDurabilityOf, createRedisClient, measureClockOffset, primariesOf } from './redis-topology.js';
-import type { DurabilityPlan, RedisClient, RedisTopology } from './redis-topology.js';
+import { createRedisClient, measureClockOffset, primariesOf } from './redis-topology.js';
+import type { RedisClient, RedisTopology } from './redis-topology.js';
 import { StoreError, checkCount, checkFields, checkTtl, consumeBudgetMs } from './store-errors.js';
 import { assertBucketSpec, bucketResult } from './token-bucket.js';
 import type {
@@ -45,6 +50,7 @@ import type {
   PermitConsumption,
   RecordAppend,
   SharedStore,
+  ReadRecordsOptions,
   StoreDurability,
   StoredRecord,
   TokenBucketResult,
@@ -104,8 +110,11 @@ export class RedisStore implements SharedStore {
   readonly #connection: RedisConnection<Client>;
   readonly #prefix: string;
   readonly #commandTimeoutMs: number;
-  /** How durability is kept after writes, once the servers were read (see checkDurability). */
-  #plan: Promise<DurabilityPlan> | undefined;
+  /** How durability is kept after writes, read from the servers and kept current. */
+  readonly #durability: DurabilityKeeper;
+  /** Undos of consumes that did not count, owed while Redis could not be reached. */
+  readonly #releases: PendingReleases;
+  readonly #sentinels: SentinelView | undefined;
   #clock: { offsetMs: number; uncertaintyMs: number; measuredAtMs: number } | undefined;
 
   constructor(options: RedisStoreOptions) {
@@ -125,8 +134,31 @@ export class RedisStore implements SharedStore {
     client.defineCommand('countersignRelease', { lua: RELEASE_SCRIPT });
     client.defineCommand('countersignEnsureEpoch', { numberOfKeys: 1, lua: ENSURE_EPOCH_SCRIPT });
     client.defineCommand('countersignTakeToken', { numberOfKeys: 1, lua: TAKE_TOKEN_SCRIPT });
-    // A new connection may lead to another server (a failover): its clock is measured anew.
-    this.#connection = new RedisConnection(client, { onReady: () => (this.#clock = undefined) });
+    this.#sentinels = topology.kind === 'sentinel' ? new SentinelView(topology, this.#commandTimeoutMs) : undefined;
+    // Follows a new primary as soon as Sentinel names it. Otherwise the client would stay on the
+    // old primary until that server answers READONLY, which it does only once Sentinel has turned
+    // it into a replica: up to about ten seconds after a switchover. Reconnecting asks the
+    // Sentinels for the primary again; commands in flight fail (and their consumes are undone).
+    this.#sentinels?.watchSwitches(() => client.disconnect(true));
+    this.#durability = new DurabilityKeeper(
+      () => checkDurabilityOf(client, this.durability, this.#sentinels),
+      // The same, when the periodic read finds the connection on a server Sentinel no longer names.
+      () => client.disconnect(true),
+    );
+    this.#releases = new PendingReleases(({ keys, nonce }) => this.#connection.run(this.#commandTimeoutMs, (c) => c.countersignRelease(keys.length, ...keys, nonce)));
+    // A new connection may lead to another server (a failover): its clock and replicas are read anew.
+    this.#connection = new RedisConnection(client, {
+      onReady: () => {
+        this.#clock = undefined;
+        this.#durability.forget();
+        void this.#releases.flush();
+      },
+    });
+  }
+
+  /** Undos of consumes that did not count which Redis has not run yet (see redis-releases.ts). */
+  get pendingReleases(): number {
+    return this.#releases.size;
   }
 
   async consumePermit(key: string, ttlMs: number, record?: RecordAppend, options: ConsumeOptions = {}): Promise<PermitConsumption> {
@@ -150,21 +182,30 @@ export class RedisStore implements SharedStore {
       const keys = [marker, this.#key('revoked', key), epochKey, ...(stream ? [stream] : [])];
       const args = [ttl, options.fence ? String(options.fence.issuedAtMs) : '', String(Math.floor(deadline)), nonce];
       if (record) args.push(recordArgument(record.fields));
-      const plan = await this.#durabilityPlan(client);
+      const plan = await this.#durabilityPlan();
       // Given up on while the clock or the durability plan was read: the script is not sent at all.
       if (abandoned) throw new StoreError('STORE_ABANDONED', 'the caller gave up before the consume was sent; nothing was consumed');
       const ackDeadlineMs = startedMs + timeoutMs * 0.9;
-      const { reply, notDurable } = await this.#consumeAndAcknowledge(client, plan, keys, args, marker, ackDeadlineMs);
-      const [code, recordId] = reply;
+      const release = { keys: stream ? [marker, stream] : [marker], nonce };
+      let outcome: { reply: [number, string]; notDurable?: unknown };
+      try {
+        outcome = await this.#consumeAndAcknowledge(client, plan, keys, args, marker, ackDeadlineMs);
+      } catch (error) {
+        // No answer (the connection dropped, or Redis timed out): the consume may have happened.
+        // The caller is told it did not, so it is undone, now or once Redis can be reached.
+        this.#releases.add(release);
+        throw error;
+      }
+      const [code] = outcome.reply;
       if (code === -3) throw new StoreError('STORE_UNAVAILABLE', 'Redis answered after the consume deadline; nothing was consumed');
       if (code !== 1) return code === -2 ? 'state_reset' : code === -1 ? 'revoked' : 'already_used';
       try {
-        if (notDurable !== undefined) throw notDurable;
+        if (outcome.notDurable !== undefined) throw outcome.notDurable;
         if (abandoned) throw new StoreError('STORE_UNAVAILABLE', 'the consume completed after its caller gave up');
       } catch (error) {
         // Undo exactly this consume, so the refused request leaves its permit usable and no
-        // record of a use that did not happen. Best effort: if Redis is gone, so is the marker's promise.
-        await client.countersignRelease(stream ? 2 : 1, marker, ...(stream ? [stream] : []), nonce, recordId).catch(() => undefined);
+        // record of a use that did not happen; owed until Redis runs it.
+        await client.countersignRelease(release.keys.length, ...release.keys, nonce).catch(() => this.#releases.add(release));
         throw error;
       }
       return 'consumed';
@@ -177,10 +218,7 @@ export class RedisStore implements SharedStore {
   }
 
   async checkDurability(): Promise<DurabilityCheck> {
-    this.#plan = this.#connection.run(this.#commandTimeoutMs * 5, (client) => checkDurabilityOf(client, this.durability));
-    // A failed read is not remembered: the next write asks again.
-    this.#plan.catch(() => (this.#plan = undefined));
-    const { durability, ok, detail } = await this.#plan;
+    const { durability, ok, detail } = await this.#connection.run(this.#commandTimeoutMs * 5, () => this.#durability.check());
     return { durability, ok, detail };
   }
 
@@ -253,13 +291,19 @@ export class RedisStore implements SharedStore {
     }
   }
 
-  async readRecords(stream: string, afterId: string, count: number): Promise<StoredRecord[]> {
+  async readRecords(stream: string, afterId: string, count: number, options: ReadRecordsOptions = {}): Promise<StoredRecord[]> {
     checkCount(count);
     // '(' makes the start exclusive (Redis >= 6.2).
     const start = afterId === '0' ? '-' : `(${afterId}`;
-    const entries = await this.#connection.run(this.#commandTimeoutMs, (client) =>
-      client.xrange(this.#key('stream', stream), start, '+', 'COUNT', count),
-    );
+    const entries = await this.#connection.run(this.#commandTimeoutMs, async (client) => {
+      let end = '+';
+      if (options.settledForMs) {
+        // A record's id starts with the Redis time of its append, in ms.
+        const clock = await this.#redisClock();
+        end = String(Math.max(0, Math.floor(Date.now() + clock.offsetMs - clock.uncertaintyMs - options.settledForMs)));
+      }
+      return client.xrange(this.#key('stream', stream), start, end, 'COUNT', count);
+    });
     return entries.map(([id, flat]) => {
       const fields: Record<string, string> = {};
       for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i]!] = flat[i + 1]!;
@@ -286,6 +330,10 @@ export class RedisStore implements SharedStore {
 
   /** Quits cleanly (disconnects if that fails). Idempotent; every other method then rejects. */
   async close(): Promise<void> {
+    // A last try at what is owed; what stays owed is lost with the process.
+    await this.#releases.flush().catch(() => undefined);
+    this.#releases.stop();
+    this.#sentinels?.close();
     await this.#connection.close();
   }
 
@@ -299,11 +347,12 @@ export class RedisStore implements SharedStore {
    * connection) or rejects with STORE_NOT_DURABLE by `deadlineMs`.
    */
   async #awaitDurable(client: Client, key: string, deadlineMs: number): Promise<void> {
-    const plan = await this.#durabilityPlan(client);
+    const plan = await this.#durabilityPlan();
     if (plan === null) return;
+    const replicas = this.#replicasFor(client, plan, key);
     // The keyed EXISTS takes the acknowledgement to the node of that key's slot in a cluster.
-    const replies = await this.#inOrder(client, [['EXISTS', key], acknowledgementCommand(plan, deadlineMs)]);
-    const notDurable = acknowledgementError(plan, replies[1]);
+    const replies = await this.#inOrder(client, [['EXISTS', key], acknowledgementCommand(plan, deadlineMs, replicas)]);
+    const notDurable = acknowledgementError(plan, replies[1], replicas);
     if (notDurable) throw notDurable;
   }
 
@@ -340,10 +389,11 @@ export class RedisStore implements SharedStore {
     ackDeadlineMs: number,
   ): Promise<{ reply: [number, string]; notDurable?: unknown }> {
     if (plan === null) return { reply: await client.countersignConsume(keys.length, ...keys, ...args) };
-    const replies = await this.#inOrder(client, [['EVALSHA', CONSUME_SCRIPT_SHA, String(keys.length), ...keys, ...args], acknowledgementCommand(plan, ackDeadlineMs)]);
+    const replicas = this.#replicasFor(client, plan, marker);
+    const replies = await this.#inOrder(client, [['EVALSHA', CONSUME_SCRIPT_SHA, String(keys.length), ...keys, ...args], acknowledgementCommand(plan, ackDeadlineMs, replicas)]);
     const [scriptError, reply] = replies[0] ?? [new Error('no reply')];
     if (scriptError === null) {
-      const notDurable = acknowledgementError(plan, replies[1]);
+      const notDurable = acknowledgementError(plan, replies[1], replicas);
       return { reply: reply as [number, string], ...(notDurable ? { notDurable } : {}) };
     }
     if (!/NOSCRIPT/.test(scriptError.message)) throw scriptError;
@@ -357,16 +407,19 @@ export class RedisStore implements SharedStore {
     }
   }
 
-  /** What acknowledges a write in this durability mode (null: nothing to wait for), read from the servers once. */
-  async #durabilityPlan(client: Client): Promise<AcknowledgementPlan | null> {
+  /** What acknowledges a write in this durability mode (null: nothing to wait for), read from the servers. */
+  async #durabilityPlan(): Promise<AcknowledgementPlan | null> {
     if (this.durability === 'none') return null;
-    this.#plan ??= checkDurabilityOf(client, this.durability);
-    const plan = await this.#plan.catch((error: unknown) => {
-      this.#plan = undefined;
-      throw error;
-    });
+    const plan = await this.#durability.current();
     if (!plan.ok) throw new StoreError('STORE_NOT_DURABLE', `durability ${plan.durability} cannot be kept: ${plan.detail}`);
     return plan.wait === 'none' ? null : (plan as AcknowledgementPlan);
+  }
+
+  /** How many replicas must acknowledge a write to `key`: those of the primary holding its slot. */
+  #replicasFor(client: Client, plan: AcknowledgementPlan, key: string): number {
+    if (plan.replicas === undefined) return 1;
+    const primary = client instanceof Cluster ? client.slots[clusterSlotOf(key)]?.[0] : undefined;
+    return requiredReplicas(plan.replicas, primary);
   }
 
   /** Redis's clock relative to ours, measured on first use and again every 30 s. */

@@ -57,7 +57,7 @@ export interface SharedStore {
    */
   appendRecords(stream: string, batch: ReadonlyArray<Record<string, string>>): Promise<PromiseSettledResult<string>[]>;
   /** Up to `count` records with ids after `afterId` ('0' for the start), oldest first. */
-  readRecords(stream: string, afterId: string, count: number): Promise<StoredRecord[]>;
+  readRecords(stream: string, afterId: string, count: number, options?: ReadRecordsOptions): Promise<StoredRecord[]>;
   /** How many records the stream holds: appended and not yet trimmed (the drain's backlog). */
   countRecords(stream: string): Promise<number>;
   /** Removes the records with ids up to and including `upToId` (they have been recorded elsewhere). */
@@ -119,6 +119,17 @@ export interface DurabilityCheck {
 export interface RecordAppend {
   stream: string;
   fields: Record<string, string>;
+}
+
+export interface ReadRecordsOptions {
+  /**
+   * Only records appended at least this long ago (on the store's clock). A gate that appended a
+   * `permit.verified` with its consume may still undo both when the consume does not count (not
+   * durable in time, its caller gone, its answer lost); it decides within its consume timeout, so
+   * a reader that waits longer than that never takes a record that is about to be withdrawn.
+   * The in-process store ignores it: there, a consume and its undo are one step.
+   */
+  settledForMs?: number;
 }
 
 export interface StoredRecord {

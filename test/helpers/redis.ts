@@ -147,9 +147,10 @@ export async function deleteClusterKeys(nodes: string[], prefix: string): Promis
 
 /** A Sentinel group of one's own, started in this test process. */
 export interface SentinelGroup extends SentinelAddress {
-  /** The primary and replica at start (after a failover the replica is the primary). */
+  /** The primary and replicas at start (after a failover one of the replicas is the primary). */
   primary: RedisNodeProcess;
   replica: RedisNodeProcess;
+  replicas: RedisNodeProcess[];
   /** Stops the group and removes its folders; put it in t.teardown. */
   stop(): Promise<void>;
 }
@@ -170,8 +171,9 @@ export interface SentinelGroup extends SentinelAddress {
  */
 export async function startSentinelGroup(
   log: (line: string) => void = () => {},
+  { replicas = 1 }: { replicas?: number } = {},
 ): Promise<{ ok: true; group: SentinelGroup } | { ok: false; reason: string }> {
-  const outcome = await startRedisSentinel({ log, useEnv: false });
+  const outcome = await startRedisSentinel({ log, useEnv: false, replicas });
   if (!outcome.ok) {
     if (!outcome.failed) return { ok: false, reason: SENTINEL_GROUP_NOT_RUN_REASON };
     throw new Error(`could not start a Redis Sentinel group: ${outcome.reason}\n${outcome.logTail}`);
@@ -184,6 +186,7 @@ export async function startSentinelGroup(
       name: outcome.masterName,
       primary: outcome.primary,
       replica: outcome.replica,
+      replicas: outcome.replicas ?? [outcome.replica],
       stop: outcome.stop,
     },
   };
@@ -234,6 +237,8 @@ const FAILOVER_TIMEOUT_MS = 60_000;
  * Takes the group's current primary away and waits (bounded) until every sentinel reports a new
  * master address and that node says it is a master. `how`:
  *   'shutdown' (default) SHUTDOWN NOSAVE NOW FORCE: the primary is gone, as after a crash;
+ *   'switchover'         SENTINEL FAILOVER: a planned switchover, as operators run for
+ *                        maintenance; the old primary keeps running and is made a replica;
  *   'stall'              DEBUG SLEEP `stallSeconds` (default 15): a hung primary, which comes back
  *                        afterwards and is turned into a replica by the sentinels.
  * Only for a group of one's own (startSentinelGroup), never the shared REDIS_SENTINELS group:
@@ -241,7 +246,7 @@ const FAILOVER_TIMEOUT_MS = 60_000;
  */
 export async function failoverSentinelPrimary(
   group: SentinelAddress,
-  { how = 'shutdown', stallSeconds = 15 }: { how?: 'shutdown' | 'stall'; stallSeconds?: number } = {},
+  { how = 'shutdown', stallSeconds = 15 }: { how?: 'shutdown' | 'stall' | 'switchover'; stallSeconds?: number } = {},
 ): Promise<{ oldPrimary: HostPort; newPrimary: HostPort }> {
   const oldPrimary = await sentinelPrimary(group);
   const old = `${oldPrimary.host}:${oldPrimary.port}`;
@@ -250,7 +255,11 @@ export async function failoverSentinelPrimary(
   client.on('error', () => {});
   try {
     await client.connect();
-    if (how === 'shutdown') {
+    if (how === 'switchover') {
+      const sentinel = group.sentinels[0];
+      if (!sentinel) throw new Error('the group has no sentinel');
+      await callOnce(sentinel, 'SENTINEL', 'FAILOVER', group.name);
+    } else if (how === 'shutdown') {
       // No reply comes: the server closes the connection. A reply error means it refused.
       await client.call('SHUTDOWN', 'NOSAVE', 'NOW', 'FORCE').catch((err: unknown) => {
         // ioredis types ReplyError as any, so the name tells it from "Connection is closed".

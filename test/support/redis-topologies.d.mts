@@ -15,6 +15,10 @@ export type RedisClusterOutcome =
     fromEnv: boolean;
     /** Stops this cluster's servers and removes their folders (a no-op for REDIS_CLUSTER_NODES). */
     stop(): Promise<void>;
+    /** Every node's process at start; only when started here. */
+    processes?: RedisNodeProcess[];
+    /** Starts the node on `port` again (same folder and nodes.conf); only when started here. */
+    restartNode?(port: number): RedisNodeProcess;
   }
   | NotStarted;
 
@@ -28,11 +32,13 @@ export type RedisSentinelOutcome =
     /** The primary and replica at start; only when started here (not for REDIS_SENTINELS). */
     primary?: RedisNodeProcess;
     replica?: RedisNodeProcess;
+    /** Every replica at start (`replica` is the first). */
+    replicas?: RedisNodeProcess[];
     /** Stops this group's servers and removes their folders (a no-op for REDIS_SENTINELS). */
     stop(): Promise<void>;
   }
   | NotStarted;
 
-export function startRedisCluster(options: { log: Log; useEnv?: boolean }): Promise<RedisClusterOutcome>;
+export function startRedisCluster(options: { log: Log; useEnv?: boolean; replicasPerPrimary?: number; nodeTimeoutMs?: number }): Promise<RedisClusterOutcome>;
 
-export function startRedisSentinel(options: { log: Log; useEnv?: boolean; masterName?: string }): Promise<RedisSentinelOutcome>;
+export function startRedisSentinel(options: { log: Log; useEnv?: boolean; masterName?: string; replicas?: number }): Promise<RedisSentinelOutcome>;

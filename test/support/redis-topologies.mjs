@@ -187,11 +187,14 @@ function subDir(base, name) {
 
 /**
  * REDIS_CLUSTER_NODES (comma-separated host:port) when set, else a throwaway 3-primary Redis
- * Cluster without replicas on loopback, created with `redis-cli --cluster create` and ready when
- * every node says `cluster_state:ok`. Resolves `{ ok: true, nodes: ['127.0.0.1:p', …], fromEnv,
- * stop }` or a not-ok outcome as startRedis does. `useEnv: false` ignores REDIS_CLUSTER_NODES.
+ * Cluster on loopback with `replicasPerPrimary` replicas each (default none), created with
+ * `redis-cli --cluster create` and ready when every node says `cluster_state:ok` (and every
+ * primary has its replicas online). Resolves `{ ok: true, nodes: ['127.0.0.1:p', …], fromEnv,
+ * stop, processes }` or a not-ok outcome as startRedis does. `useEnv: false` ignores
+ * REDIS_CLUSTER_NODES; `nodeTimeoutMs` is the cluster-node-timeout (how soon a dead primary is
+ * failed over).
  */
-export async function startRedisCluster({ log, useEnv = true }) {
+export async function startRedisCluster({ log, useEnv = true, replicasPerPrimary = 0, nodeTimeoutMs = 5000 }) {
   const fromEnv = useEnv ? process.env.REDIS_CLUSTER_NODES?.trim() : undefined;
   if (fromEnv) {
     let nodes;
@@ -217,36 +220,53 @@ export async function startRedisCluster({ log, useEnv = true }) {
   try {
     // A port and a bus port per node: the default bus port (port + 10000) can exceed 65535 for
     // the ephemeral ports freePorts hands out, so --cluster-port sets it explicitly.
-    const ports = await freePorts(6);
-    const nodePorts = ports.slice(0, 3);
-    nodePorts.forEach((port, i) => {
+    const count = 3 * (1 + replicasPerPrimary);
+    const ports = await freePorts(2 * count);
+    const nodePorts = ports.slice(0, count);
+    const launch = new Map();
+    const processes = nodePorts.map((port, i) => {
       const dir = subDir(base, `node-${port}`);
-      group.start(`redis-cluster-${port}`, bin, [
+      const args = [
         ...dataNodeArgs(port, dir),
         '--cluster-enabled', 'yes',
         '--cluster-config-file', join(dir, 'nodes.conf'),
-        '--cluster-port', String(ports[3 + i]),
-        '--cluster-node-timeout', '5000',
-      ], dir);
+        '--cluster-port', String(ports[count + i]),
+        '--cluster-node-timeout', String(nodeTimeoutMs),
+      ];
+      launch.set(port, { args, dir });
+      const server = group.start(`redis-cluster-${port}`, bin, args, dir);
+      return { host: '127.0.0.1', port, pid: server.child.pid };
     });
+    // A node started again with its nodes.conf rejoins the cluster, as its supervisor would restart it.
+    let restarts = 0;
+    const restartNode = (port) => {
+      const { args, dir } = launch.get(port);
+      const server = group.start(`redis-cluster-${port}-restart-${++restarts}`, bin, args, dir);
+      return { host: '127.0.0.1', port, pid: server.child.pid };
+    };
     await waitUntilAll('every cluster node answering PING', group.servers, async () => {
       const pongs = await Promise.all(nodePorts.map((p) => redisPing(p)));
-      return pongs.every(Boolean) || `${pongs.filter(Boolean).length}/3 nodes answer PING`;
+      return pongs.every(Boolean) || `${pongs.filter(Boolean).length}/${count} nodes answer PING`;
     });
     const nodes = nodePorts.map((p) => `127.0.0.1:${p}`);
     const createLog = join(base, 'cluster-create.log');
     group.logs.push({ name: 'redis-cli --cluster create', logFile: createLog });
-    const created = await runToLog(cli, ['--cluster', 'create', ...nodes, '--cluster-replicas', '0', '--cluster-yes'], createLog);
+    const created = await runToLog(cli, ['--cluster', 'create', ...nodes, '--cluster-replicas', String(replicasPerPrimary), '--cluster-yes'], createLog);
     if (created.code !== 0) {
       throw new Error(`redis-cli --cluster create failed (${created.error ?? `exit ${created.code}`})`);
     }
-    await waitUntilAll('cluster_state:ok on every node', group.servers, async () => {
+    await waitUntilAll('cluster_state:ok on every node, every replica online', group.servers, async () => {
       const infos = await Promise.all(nodePorts.map((p) => redisCall(p, 'CLUSTER', 'INFO')));
       const ok = infos.filter((info) => /^cluster_state:ok\r?$/m.test(String(info))).length;
-      return ok === nodePorts.length || `${ok}/3 nodes report cluster_state:ok`;
+      if (ok !== count) return `${ok}/${count} nodes report cluster_state:ok`;
+      if (replicasPerPrimary === 0) return true;
+      const replications = await Promise.all(nodePorts.map((p) => redisCall(p, 'INFO', 'replication')));
+      const primaries = replications.filter((info) => /^role:master\r?$/m.test(String(info)));
+      const full = primaries.filter((info) => (String(info).match(/^slave\d+:.*state=online/gm) ?? []).length === replicasPerPrimary);
+      return (primaries.length === 3 && full.length === 3) || `${full.length}/3 primaries have ${replicasPerPrimary} replica(s) online`;
     });
-    log(`redis-cluster: started a throwaway 3-primary cluster (${bin}) at ${nodes.join(', ')}`);
-    return { ok: true, nodes, fromEnv: false, stop: group.stop };
+    log(`redis-cluster: started a throwaway 3-primary cluster (${bin}, ${replicasPerPrimary} replica(s) each) at ${nodes.join(', ')}`);
+    return { ok: true, nodes, fromEnv: false, stop: group.stop, processes, restartNode };
   } catch (err) {
     const logTail = group.logTail();
     await group.stop();
@@ -263,15 +283,16 @@ function fieldsOf(reply) {
 
 /**
  * REDIS_SENTINELS (comma-separated host:port) and REDIS_SENTINEL_MASTER (default `countersign`)
- * when set, else a throwaway Sentinel group on loopback: a primary, one replica and three
- * sentinels monitoring the primary as `masterName` with quorum 2, down-after 1 s and failover
- * timeout 5 s. Ready when the replica is in sync and every sentinel knows the master, the replica
- * and the two other sentinels (so a failover can be authorised right away). Resolves
- * `{ ok: true, sentinels: ['127.0.0.1:s', …], masterName, fromEnv, primary: {host, port, pid},
- * replica: {host, port, pid}, stop }` (primary/replica only when started here), or a not-ok
- * outcome as startRedis does. `useEnv: false` ignores REDIS_SENTINELS, for a group of one's own.
+ * when set, else a throwaway Sentinel group on loopback: a primary, `replicas` replicas (default
+ * one) and three sentinels monitoring the primary as `masterName` with quorum 2, down-after 1 s
+ * and failover timeout 5 s. Ready when the replicas are in sync and every sentinel knows the
+ * master, its replicas and the two other sentinels (so a failover can be authorised right away).
+ * Resolves `{ ok: true, sentinels: ['127.0.0.1:s', …], masterName, fromEnv, primary: {host, port,
+ * pid}, replica: {host, port, pid}, replicas: [...], stop }` (the processes only when started
+ * here), or a not-ok outcome as startRedis does. `useEnv: false` ignores REDIS_SENTINELS, for a
+ * group of one's own.
  */
-export async function startRedisSentinel({ log, useEnv = true, masterName = 'countersign' }) {
+export async function startRedisSentinel({ log, useEnv = true, masterName = 'countersign', replicas: replicaCount = 1 }) {
   const fromEnv = useEnv ? process.env.REDIS_SENTINELS?.trim() : undefined;
   if (fromEnv) {
     let sentinels;
@@ -294,21 +315,23 @@ export async function startRedisSentinel({ log, useEnv = true, masterName = 'cou
   const group = createGroup(mkdtempSync(join(tmpdir(), 'countersign-redis-sentinel-')));
   const base = group.dirs[0];
   try {
-    const [primaryPort, replicaPort, ...sentinelPorts] = await freePorts(5);
+    const [primaryPort, ...otherPorts] = await freePorts(1 + replicaCount + 3);
+    const replicaPorts = otherPorts.slice(0, replicaCount);
+    const sentinelPorts = otherPorts.slice(replicaCount);
     const primaryDir = subDir(base, 'primary');
-    const replicaDir = subDir(base, 'replica');
     const primary = group.start('redis-sentinel-primary', bin, dataNodeArgs(primaryPort, primaryDir), primaryDir);
-    const replica = group.start('redis-sentinel-replica', bin, [
-      ...dataNodeArgs(replicaPort, replicaDir),
-      '--replicaof', '127.0.0.1', String(primaryPort),
-    ], replicaDir);
-    // Sentinels start after the replica is in sync: a sentinel reads the master's replicas from
+    const replicas = replicaPorts.map((port, i) => {
+      const dir = subDir(base, `replica-${i}`);
+      const server = group.start(`redis-sentinel-replica-${i}`, bin, [...dataNodeArgs(port, dir), '--replicaof', '127.0.0.1', String(primaryPort)], dir);
+      return { host: '127.0.0.1', port, pid: server.child.pid };
+    });
+    // Sentinels start after the replicas are in sync: a sentinel reads the master's replicas from
     // INFO when it connects and then only every 10 s, which would slow the start down.
-    await waitUntilAll('the replica in sync with the primary', group.servers, async () => {
+    await waitUntilAll('the replicas in sync with the primary', group.servers, async () => {
       const info = String(await redisCall(primaryPort, 'INFO', 'replication'));
-      const link = String(await redisCall(replicaPort, 'INFO', 'replication'));
-      return (/^connected_slaves:1\r?$/m.test(info) && /^slave0:.*state=online/m.test(info) && /^master_link_status:up\r?$/m.test(link)) ||
-        'replica not connected and online yet';
+      const online = (info.match(/^slave\d+:.*state=online/gm) ?? []).length;
+      const links = await Promise.all(replicaPorts.map(async (port) => /^master_link_status:up\r?$/m.test(String(await redisCall(port, 'INFO', 'replication')))));
+      return (online === replicaCount && links.every(Boolean)) || `${online}/${replicaCount} replicas online`;
     });
     const sentinels = sentinelPorts.map((port) => {
       const dir = subDir(base, `sentinel-${port}`);
@@ -333,19 +356,20 @@ export async function startRedisSentinel({ log, useEnv = true, masterName = 'cou
     await waitUntilAll('every sentinel knowing the master, its replica and the other sentinels', group.servers, async () => {
       const states = await Promise.all(sentinelPorts.map(async (port) => {
         const master = fieldsOf(await redisCall(port, 'SENTINEL', 'MASTER', masterName));
-        return master.port === String(primaryPort) && master['num-slaves'] === '1' && master['num-other-sentinels'] === '2';
+        return master.port === String(primaryPort) && master['num-slaves'] === String(replicaCount) && master['num-other-sentinels'] === '2';
       }));
       return states.every(Boolean) || `${states.filter(Boolean).length}/3 sentinels ready`;
     });
     log(`redis-sentinel: started a throwaway group (${sentinelBin ?? `${bin} --sentinel`}): primary 127.0.0.1:${primaryPort}, ` +
-      `replica 127.0.0.1:${replicaPort}, sentinels ${sentinels.join(', ')}, master name ${masterName}`);
+      `replicas ${replicaPorts.map((port) => `127.0.0.1:${port}`).join(', ')}, sentinels ${sentinels.join(', ')}, master name ${masterName}`);
     return {
       ok: true,
       sentinels,
       masterName,
       fromEnv: false,
       primary: { host: '127.0.0.1', port: primaryPort, pid: primary.child.pid },
-      replica: { host: '127.0.0.1', port: replicaPort, pid: replica.child.pid },
+      replica: replicas[0],
+      replicas,
       stop: group.stop,
     };
   } catch (err) {
