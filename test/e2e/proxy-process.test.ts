@@ -63,7 +63,7 @@ async function post(base: string, path: string, token?: string) {
   if (token !== undefined) headers['x-service-permit'] = token;
   const response = await request(`${base}${path}`, { method: 'POST', headers, body: '{}' });
   const text = await response.body.text();
-  return { status: response.statusCode, text, json: () => JSON.parse(text) as Record<string, unknown> };
+  return { status: response.statusCode, headers: response.headers, text, json: () => JSON.parse(text) as Record<string, unknown> };
 }
 
 /** Bounded polling: the file watcher is asynchronous by nature. Gives up after about 10 s. */
@@ -155,6 +155,15 @@ for (const backend of appBackends()) {
       const refused = await post(proxy.url, '/echo/order-2');
       t.equal(refused.status, 403, 'enforce: no permit, no forwarding');
       t.equal(received.length, 1);
+    });
+
+    await t.test('idle client connections are kept 120 s by default, keep_alive_timeout_ms when set', async (t) => {
+      // Clients that keep idle connections longer than the server (Go: 90 s) meet resets on reuse.
+      t.equal((await post(proxy.url, '/echo/order-1')).headers['keep-alive'], 'timeout=120', 'the default, announced to the client');
+      const shorter = join(dir, 'keep-alive.yaml');
+      await writeFile(shorter, proxyYaml({ ...base, extra: 'keep_alive_timeout_ms: 75000' }));
+      const configured = await start(shorter, { watch: false });
+      t.equal((await post(configured.url, '/echo/order-1')).headers['keep-alive'], 'timeout=75', 'the configured timeout');
     });
 
     await t.test('admin port: /healthz, /readyz, /metrics, 404 otherwise', async (t) => {

@@ -247,6 +247,19 @@ for (const backend of appBackends()) {
       t.equal(new Set(recordIds(events)).size, recordIds(events).length, 'no record id appears twice in the log');
     });
 
+    await t.test('with settledForMs, a record younger than that waits in the stream (Redis; the in-process store has nothing to settle)', async (t) => {
+      tick();
+      await store.appendRecord(stream, record(authority, { kind: 'permit.rejected', code: 'PERMIT_EXPIRED', reason: 'expired', request_id: 'young' }));
+      const waited = await drainVerificationRecords(deps, { settledForMs: 3_600_000 });
+      if (store.kind === 'redis') {
+        t.same(waited, { recorded: 0, duplicates: 0, invalid: 0 }, 'a gate could still withdraw it: not taken');
+      } else {
+        t.same(waited, { recorded: 1, duplicates: 0, invalid: 0 }, 'a consume and its undo are one step in process: taken at once');
+      }
+      t.same(await drainVerificationRecords(deps), { recorded: store.kind === 'redis' ? 1 : 0, duplicates: 0, invalid: 0 }, 'taken once settled');
+      t.equal((await auditEvents(authority)).at(-1)?.request_id, 'young');
+    });
+
     await t.test('an unreachable store rejects the drain, and a later drain records everything', async (t) => {
       const before = (await auditEvents(authority)).length;
       tick();
