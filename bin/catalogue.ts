@@ -217,7 +217,7 @@ export const COMMANDS: readonly CommandEntry[] = [
     usage: ['policy test FILE|DIR… [--junit FILE] [--format text|json]'],
     options: [
       { flag: 'FILE|DIR…', text: 'test files (*.tests.yaml), or directories searched for them; each names the policy it tests and cases: input facts → expected decision, reasons, risk bounds' },
-      { flag: '--junit FILE', text: 'also write the results as JUnit XML, for CI' },
+      { flag: '--junit FILE', text: 'also write the results as JUnit XML, for CI (missing folders are created)' },
       { flag: '--format FORMAT', text: 'text (default) or json' },
     ],
     examples: [
