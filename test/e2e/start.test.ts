@@ -179,3 +179,59 @@ t.test('a proxy.key the database does not know stops start with what to do, inst
   child.kill('SIGTERM');
   t.equal((await once(child, 'exit'))[0], 0);
 });
+
+/** The keys of a JSON object's top level as written, repeats included (JSON.parse keeps the last of each). */
+function topLevelKeys(json: string): string[] {
+  const keys: string[] = [];
+  let depth = 0;
+  let expectKey = false;
+  for (let i = 0; i < json.length; i++) {
+    const char = json[i];
+    if (char === '"') {
+      let end = i + 1;
+      while (json[end] !== '"') end += json[end] === '\\' ? 2 : 1;
+      if (depth === 1 && expectKey) keys.push(JSON.parse(json.slice(i, end + 1)) as string);
+      expectKey = false;
+      i = end;
+    } else if (char === '{' || char === '[') {
+      depth += 1;
+      expectKey = char === '{' && depth === 1;
+    } else if (char === '}' || char === ']') {
+      depth -= 1;
+    } else if (char === ',' && depth === 1) {
+      expectKey = true;
+    }
+  }
+  return keys;
+}
+
+t.test('npm start: a loop of 120 evaluations is not rate limited, and every log line names its component once', async (t) => {
+  t.same(topLevelKeys('{"a":1,"name":"x","b":{"name":"y"},"name":"z","c":"\\"name\\""}'), ['a', 'name', 'b', 'name', 'c'], 'the key reader sees repeats and skips nested keys');
+
+  const dataDir = await mkdtemp(join(tmpdir(), 'countersign-start-'));
+  const { child, ready, output } = await startCountersign(t, ['--upstream-listen', '127.0.0.1:0'], startEnv(dataDir));
+  const { api_key: apiKey } = JSON.parse(await readFile(join(dataDir, 'bootstrap.json'), 'utf8'));
+  const statuses = new Map<number, number>();
+  let limit: unknown;
+  for (let call = 0; call < 120; call++) {
+    const response = await request(`${ready.authority}/v1/evaluate`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
+      body: JSON.stringify({ action_type: 'demo.echo', actor_id: 'demo-agent', context: { environment: 'dev', target: { type: 'demo', id: `order-${call}` } } }),
+    });
+    await response.body.dump();
+    statuses.set(response.statusCode, (statuses.get(response.statusCode) ?? 0) + 1);
+    limit ??= response.headers['x-ratelimit-limit'];
+  }
+  t.same(Object.fromEntries(statuses), { 200: 120 }, 'all 120 answered 200, none 429');
+  t.equal(limit, '6000', "the evaluate limit of config/authority.yaml, not production's 100 a minute");
+
+  child.kill('SIGTERM');
+  t.equal((await once(child, 'exit'))[0], 0);
+  const lines = output()
+    .split('\n')
+    .filter((line) => line.startsWith('{'));
+  const names = lines.map((line) => topLevelKeys(line).filter((key) => key === 'name').length);
+  t.same([...new Set(names)], [1], `each of the ${lines.length} log lines carries name once`);
+  t.same([...new Set(lines.map((line) => (JSON.parse(line) as { name: string }).name))].sort(), ['authority', 'countersign', 'proxy'], 'the three components name their lines');
+});
