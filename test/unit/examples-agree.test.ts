@@ -123,11 +123,14 @@ function curlBodies(shell: string): string[] {
   return [...shell.matchAll(/(?:-d|--data(?:-raw)?)\s+'((?:[^']|'"[^"]*"')*)'/g)].map((match) => match[1]!.replace(/'"[^"]*"'/g, 'placeholder'));
 }
 
+/** Text that names an action type: `action_type`, or an AuthZEN or agent-form `action` object. */
+const NAMES_AN_ACTION = /action_type|\baction"?\s*:\s*\{/;
+
 /** What the examples of one Markdown document (`name`, its path in the repository) name. */
 function namedInMarkdown(markdown: string, name: string, problems: string[]): Named[] {
   return fencesOf(markdown).flatMap((fence) => {
     const where = `${name}:${fence.line}`;
-    const mentions = /action_type|"action"\s*:\s*\{/.test(fence.text);
+    const mentions = NAMES_AN_ACTION.test(fence.text);
     if (['yaml', 'yml', 'json'].includes(fence.language)) {
       let parsed: unknown;
       try {
@@ -144,7 +147,7 @@ function namedInMarkdown(markdown: string, name: string, problems: string[]): Na
         try {
           parsed = JSON.parse(body);
         } catch (error) {
-          if (/action_type|"action"\s*:\s*\{/.test(body)) problems.push(`${where}: a request body naming an action type is not JSON: ${(error as Error).message}`);
+          if (NAMES_AN_ACTION.test(body)) problems.push(`${where}: a request body naming an action type is not JSON: ${(error as Error).message}`);
           return [];
         }
         return namedIn(parsed, `${where} curl body`, problems);
@@ -170,7 +173,7 @@ function checkGoverned(t: Test, named: Named[]) {
   }
 }
 
-t.test('the example policy decides payments.* and nothing of the old payment.* spelling', async (t) => {
+t.test('the example policy governs payments.*, and no class governs payment.*', async (t) => {
   t.equal(classOf({ where: 'check', actionType: 'payments.wire', context: {} }).actionClass, 'payments');
   t.same(classOf({ where: 'check', actionType: 'payment.wire', context: {} }), { actionClass: null, reasons: ['NO_MATCHING_CLASS'] }, 'so a route gating payment.wire would deny every request');
 });
