@@ -149,12 +149,12 @@ export const COMMANDS: readonly CommandEntry[] = [
       { flag: '--name NAME', text: 'what the key is for (required)' },
       { flag: '--scopes LIST', text: 'comma-separated resource:action scopes, such as evaluate:write,verify:execute (required)' },
       { flag: '--allowed-cidrs LIST', text: 'comma-separated networks the key may be used from (default anywhere)' },
-      { flag: '--expires-at ISO', text: 'when the key stops working, ISO 8601 with an offset (default never)' },
+      { flag: '--expires-at ISO', text: 'when the key stops working, ISO 8601 with an offset, in the future (default never)' },
       CONFIG_OPTION,
     ],
     examples: [
       { command: 'countersign keys create --org acme --name ci --scopes evaluate:write,verify:execute', comment: 'a key for an agent that evaluates and a gate that verifies' },
-      { command: 'countersign keys create --org acme --name auditor --scopes audit:read --expires-at 2026-12-31T00:00:00Z' },
+      { command: 'countersign keys create --org acme --name auditor --scopes audit:read --expires-at 2027-12-31T00:00:00Z' },
     ],
     whileRunning: `curl -X POST http://{api}/v1/api-keys -H "authorization: Bearer ${BOOTSTRAP_KEY}" -H 'content-type: application/json' -d '{body}'`,
   },
@@ -217,7 +217,7 @@ export const COMMANDS: readonly CommandEntry[] = [
     usage: ['policy test FILE|DIR… [--junit FILE] [--format text|json]'],
     options: [
       { flag: 'FILE|DIR…', text: 'test files (*.tests.yaml), or directories searched for them; each names the policy it tests and cases: input facts → expected decision, reasons, risk bounds' },
-      { flag: '--junit FILE', text: 'also write the results as JUnit XML, for CI' },
+      { flag: '--junit FILE', text: 'also write the results as JUnit XML, for CI (missing folders are created)' },
       { flag: '--format FORMAT', text: 'text (default) or json' },
     ],
     examples: [

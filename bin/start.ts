@@ -99,7 +99,9 @@ export async function runStart(args: string[]): Promise<void> {
   }
   const external = userUpstream(values.upstream, process.env);
   const config = await loadAuthorityConfig({ file: values.config });
-  const logger = createLogger({ name: 'countersign', level: config.log_level });
+  // One destination for the three components; each child names its own lines (name appears once).
+  const root = createLogger({ level: config.log_level });
+  const logger = root.child({ name: 'countersign' });
   const proxyFile = values['proxy-config'] as string;
   // Checked before anything starts, so a bad proxy.yaml stops the command with its field paths.
   await loadProxyConfig(proxyFile);
@@ -109,7 +111,7 @@ export async function runStart(args: string[]): Promise<void> {
   const telemetry = await startTelemetry({ serviceName: 'countersign', logger });
   let authority: Awaited<ReturnType<typeof startAuthority>>;
   try {
-    authority = await startAuthority(config, { logger: logger.child({ name: 'authority' }) });
+    authority = await startAuthority(config, { logger: root.child({ name: 'authority' }) });
   } catch (error) {
     await telemetry.shutdown();
     throw error;
@@ -126,7 +128,7 @@ export async function runStart(args: string[]): Promise<void> {
     const keyFile = resolve(config.data_dir, 'proxy.key');
     const orgId = await provisionProxyKey(authority.db, keyFile, values.organization as string);
     const proxy = await startProxy(proxyFile, {
-      logger: logger.child({ name: 'proxy' }),
+      logger: root.child({ name: 'proxy' }),
       store: authority.store,
       env: {
         ...process.env,

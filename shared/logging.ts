@@ -5,6 +5,9 @@
  * @example
  *   const logger = createLogger({ name: 'authority', level: 'info' });
  *   logger.info({ api_key: 'ask_live_…' }, 'x'); // api_key is written as "[redacted]"
+ *   // Components sharing one destination: an unnamed root, each child naming its lines once.
+ *   const root = createLogger({ level: 'info' });
+ *   root.child({ name: 'proxy' }).info('x'); // {"level":"info",…,"name":"proxy","msg":"x"}
  */
 import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 
@@ -31,7 +34,12 @@ export const REDACTED_PATHS = [
 ];
 
 export interface LoggerSettings {
-  name: string;
+  /**
+   * The `name` of every line. Leave it out for a logger whose children name themselves: pino
+   * writes a child's `name` binding beside its parent's rather than instead of it, so a named
+   * parent's child would carry `name` twice on every line.
+   */
+  name?: string;
   level: string;
   /** Where lines go; stdout when absent (tests pass a stream to read them). */
   destination?: DestinationStream;
@@ -39,7 +47,7 @@ export interface LoggerSettings {
 
 export function loggerOptions(settings: Pick<LoggerSettings, 'name' | 'level'>): LoggerOptions {
   return {
-    name: settings.name,
+    ...(settings.name === undefined ? {} : { name: settings.name }),
     level: settings.level,
     redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
     timestamp: pino.stdTimeFunctions.isoTime,

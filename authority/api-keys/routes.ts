@@ -14,6 +14,7 @@ import {
   CreateApiKeyRequest,
   CreateApiKeyResponse,
   ListApiKeysResponse,
+  newKeyExpiryProblem,
   RevokeApiKeyResponse,
 } from '../../shared/wire/api-keys.js';
 import type { Principal } from '../auth/principal.js';
@@ -42,10 +43,9 @@ export function apiKeyRoutes(app: FastifyInstance, { db, clock, credentials }: A
         throw new CountersignError('forbidden', `a key can only be given scopes its creator holds; missing: ${beyond.join(', ')}`);
       }
       const requestedExpiry = request.body.expires_at === undefined ? undefined : new Date(request.body.expires_at);
-      if (requestedExpiry !== undefined && requestedExpiry.getTime() <= clock.now()) {
-        throw new CountersignError('invalid_request', 'expires_at must be in the future', {
-          details: [{ path: 'expires_at', message: 'must be in the future' }],
-        });
+      const expiryProblem = requestedExpiry === undefined ? null : newKeyExpiryProblem(requestedExpiry, clock.now());
+      if (expiryProblem !== null) {
+        throw new CountersignError('invalid_request', `expires_at ${expiryProblem}`, { details: [{ path: 'expires_at', message: expiryProblem }] });
       }
       let limits: RequestedLimits = { allowedCidrs: request.body.allowed_cidrs, expiresAt: requestedExpiry };
       let owner: string;

@@ -11,7 +11,7 @@
  */
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
-import { Cidr } from '../../shared/wire/api-keys.js';
+import { Cidr, CreateApiKeyRequest, newKeyExpiryProblem } from '../../shared/wire/api-keys.js';
 import { UsageError } from '../../shared/usage-error.js';
 import { Scope } from '../../shared/wire/scopes.js';
 import { apiKeyToWire, createApiKey, listApiKeys, revokeApiKey } from '../api-keys/keys.js';
@@ -124,7 +124,7 @@ export async function runAdminCommand(argv: string[], io: CliIo): Promise<void> 
         name: z.string({ message: '--name is required' }).min(1),
         scopes: z.array(Scope).min(1, { message: '--scopes is required: at least one resource:action scope' }),
         allowedCidrs: z.array(Cidr).optional(),
-        expiresAt: z.iso.datetime({ offset: true }).optional(),
+        expiresAt: CreateApiKeyRequest.shape.expires_at,
       }),
       {
         name: text('name'),
@@ -134,6 +134,10 @@ export async function runAdminCommand(argv: string[], io: CliIo): Promise<void> 
       },
       'keys create',
     );
+    const expiresAt = input.expiresAt === undefined ? undefined : new Date(input.expiresAt);
+    // Checked before the database is opened, as the other arguments are.
+    const expiryProblem = expiresAt === undefined ? null : newKeyExpiryProblem(expiresAt, systemClock.now());
+    if (expiryProblem !== null) throw new UsageError(`--expires-at ${expiryProblem}: ${input.expiresAt} has passed`);
     const created = await withDb(configFile, io.env, async (db) =>
       createApiKey(
         db,
@@ -142,7 +146,7 @@ export async function runAdminCommand(argv: string[], io: CliIo): Promise<void> 
           name: input.name,
           scopes: input.scopes,
           allowedCidrs: input.allowedCidrs,
-          expiresAt: input.expiresAt === undefined ? undefined : new Date(input.expiresAt),
+          expiresAt,
           createdBy: 'cli',
         },
         systemClock,

@@ -13,8 +13,8 @@
  *   const code = await runPolicyCommand(['replay', '--policy', 'candidate.yaml', '--since', '7d'], io);
  */
 import { existsSync } from 'node:fs';
-import { readdir, stat, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir, readdir, stat, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadAuthorityConfig } from '../config.js';
 import { findOrganization, listOrganizations } from '../orgs/organizations.js';
@@ -78,7 +78,11 @@ async function runTests(args: string[], io: CliIo): Promise<number> {
   const results = runSuites(suites);
   if (output === 'json') io.out(JSON.stringify(jsonReport(results), null, 2));
   else for (const line of textReport(results)) io.out(line);
-  if (values.junit) await writeFile(values.junit, junitReport(results));
+  if (values.junit) {
+    // CI names a report folder (reports/policy.xml) that a fresh checkout does not have yet.
+    await mkdir(dirname(values.junit), { recursive: true });
+    await writeFile(values.junit, junitReport(results));
+  }
   return results.failed > 0 ? 1 : 0;
 }
 

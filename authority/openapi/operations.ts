@@ -134,7 +134,7 @@ export const OPERATIONS: Readonly<Record<string, OperationDoc>> = {
     summary: 'Create an API key',
     tag: 'API keys',
     description:
-      'Creates a key in the caller\'s organization. A key gets only scopes its creator holds (403 otherwise); a key created by a key inherits the creator\'s address allowlist and expiry, narrowed by what the request asks. The plaintext `secret` is in this answer only; only its hash is stored.',
+      'Creates a key in the caller\'s organization. A key gets only scopes its creator holds (403 otherwise); a key created by a key inherits the creator\'s address allowlist and expiry, narrowed by what the request asks. An `expires_at` that is not in the future is refused (400). The plaintext `secret` is in this answer only; only its hash is stored.',
     success: 'The key and its secret, shown once.',
   },
   'GET /v1/api-keys': {

@@ -29,6 +29,16 @@ export const Cidr = z
   .max(64)
   .refine((value) => parseCidr(value) !== null, { message: 'not a CIDR block such as 10.0.0.0/8 or 2001:db8::/32' });
 
+/**
+ * Why `expiresAt` cannot be a new key's expiry at `nowMs`, or null. A key born expired could never
+ * authenticate, so a date already past is a mistake (a past year, a local time read as UTC) and is
+ * refused rather than stored. `POST /v1/api-keys` and `countersign keys create` both ask this, each
+ * with its own clock.
+ */
+export function newKeyExpiryProblem(expiresAt: Date, nowMs: number): string | null {
+  return expiresAt.getTime() <= nowMs ? 'must be in the future' : null;
+}
+
 export const CreateApiKeyRequest = z
   .object({
     name: z.string().trim().min(1).max(200),

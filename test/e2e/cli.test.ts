@@ -95,6 +95,11 @@ t.test('usage errors: what is wrong, the usage of that command only, exit 2', as
   t.match(missing.stderr, /^countersign: --org is required/);
   onlyUsageOf(t, missing.stderr, 'keys create');
 
+  const past = cli(['keys', 'create', '--org', 'acme', '--name', 'ci', '--scopes', 'audit:read', '--expires-at', '2020-01-01T00:00:00Z']);
+  t.equal(past.status, 2, 'an expiry already past is a usage error');
+  t.match(past.stderr, /^countersign: --expires-at must be in the future: 2020-01-01T00:00:00Z has passed/);
+  onlyUsageOf(t, past.stderr, 'keys create');
+
   const noValue = cli(['keys', 'list', '--org']);
   t.equal(noValue.status, 2);
   t.match(noValue.stderr, /^countersign: --org needs a value/);

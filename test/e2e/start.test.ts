@@ -2,10 +2,11 @@
  * `npm start` for real (`countersign start`): the authority, the demo upstream and the proxy in
  * one process on embedded defaults. The README walkthrough: evaluate → the request through the
  * proxy with the permit → the upstream answers → the audit log holds the whole chain; without a
- * permit, or with it a second time, the upstream is not reached. `--upstream URL` (or
- * COUNTERSIGN_PROXY_UPSTREAM) puts the proxy in front of another application instead of the demo
- * upstream; a stale proxy.key stops the start with what to do. Runs the compiled CLI (dist/),
- * which `npm test` builds first.
+ * permit, or with it a second time, the upstream is not reached; the development configuration
+ * lets a loop of 120 evaluations through, and every log line names its component once.
+ * `--upstream URL` (or COUNTERSIGN_PROXY_UPSTREAM) puts the proxy in front of another application
+ * instead of the demo upstream; a stale proxy.key stops the start with what to do. Runs the
+ * compiled CLI (dist/), which `npm test` builds first.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
@@ -52,13 +53,38 @@ const post = async (url: string, body: unknown, headers: Record<string, string> 
   return { status: response.statusCode, json: (await response.body.json()) as Record<string, unknown> };
 };
 
+/** The keys of a JSON object's top level as written, repeats included (JSON.parse keeps the last of each). */
+function topLevelKeys(json: string): string[] {
+  const keys: string[] = [];
+  let depth = 0;
+  let expectKey = false;
+  for (let i = 0; i < json.length; i++) {
+    const char = json[i];
+    if (char === '"') {
+      let end = i + 1;
+      while (json[end] !== '"') end += json[end] === '\\' ? 2 : 1;
+      if (depth === 1 && expectKey) keys.push(JSON.parse(json.slice(i, end + 1)) as string);
+      expectKey = false;
+      i = end;
+    } else if (char === '{' || char === '[') {
+      depth += 1;
+      expectKey = char === '{' && depth === 1;
+    } else if (char === '}' || char === ']') {
+      depth -= 1;
+    } else if (char === ',' && depth === 1) {
+      expectKey = true;
+    }
+  }
+  return keys;
+}
+
 // Several `countersign start` processes, each opening an embedded database and three servers: longer than .taprc's
 // two minutes per file while the other test files keep a 2-core machine busy.
 t.setTimeout(6 * 60_000);
 
 t.test('npm start: evaluate, then the request through the proxy reaches the upstream exactly once', async (t) => {
   const dataDir = await mkdtemp(join(tmpdir(), 'countersign-start-'));
-  const { child, ready } = await startCountersign(t, ['--upstream-listen', '127.0.0.1:0'], startEnv(dataDir));
+  const { child, ready, output } = await startCountersign(t, ['--upstream-listen', '127.0.0.1:0'], startEnv(dataDir));
   t.equal(ready.demo_upstream, true, 'without --upstream the demo upstream runs');
 
   const { api_key: apiKey } = JSON.parse(await readFile(join(dataDir, 'bootstrap.json'), 'utf8'));
@@ -93,6 +119,33 @@ t.test('npm start: evaluate, then the request through the proxy reaches the upst
     if (!types.includes('execution.observed')) await new Promise((r) => setTimeout(r, 200));
   }
   t.same(types, ['evaluation.decided', 'permit.issued', 'permit.verified', 'execution.observed', 'permit.rejected'], "the permit's proof holds the chain in order, and the replay");
+
+  await t.test('the development configuration: a loop of 120 evaluations is not rate limited, and every log line names its component once', async (t) => {
+    t.same(topLevelKeys('{"a":1,"name":"x","b":{"name":"y"},"name":"z","c":"\\"name\\""}'), ['a', 'name', 'b', 'name', 'c'], 'the key reader sees repeats and skips nested keys');
+    const statuses = new Map<number, number>();
+    let limit: unknown;
+    const evaluate = async (call: number) => {
+      const response = await request(`${ready.authority}/v1/evaluate`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${apiKey}` },
+        body: JSON.stringify({ action_type: 'demo.echo', actor_id: 'demo-agent', context: { environment: 'dev', target: { type: 'demo', id: `order-${call}` } } }),
+      });
+      await response.body.dump();
+      statuses.set(response.statusCode, (statuses.get(response.statusCode) ?? 0) + 1);
+      limit ??= response.headers['x-ratelimit-limit'];
+    };
+    // Ten at a time: faster than one by one, and no gentler on the bucket (less time to refill).
+    for (let call = 0; call < 120; call += 10) await Promise.all(Array.from({ length: 10 }, (_, i) => evaluate(call + i)));
+    t.same(Object.fromEntries(statuses), { 200: 120 }, 'all 120 answered 200, none 429');
+    t.equal(limit, '6000', "the evaluate limit of config/authority.yaml, not production's 100 a minute");
+
+    const lines = output()
+      .split('\n')
+      .filter((line) => line.startsWith('{'));
+    const names = lines.map((line) => topLevelKeys(line).filter((key) => key === 'name').length);
+    t.same([...new Set(names)], [1], `each of the ${lines.length} log lines carries name once`);
+    t.same([...new Set(lines.map((line) => (JSON.parse(line) as { name: string }).name))].sort(), ['authority', 'countersign', 'proxy'], 'the three components name their lines');
+  });
 
   child.kill('SIGTERM');
   const [code] = await once(child, 'exit');

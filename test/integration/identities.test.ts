@@ -61,6 +61,11 @@ for (const backend of appBackends()) {
       const later = await post(authority, '/v1/api-keys', { name: 'later', scopes: ['audit:read'], expires_at: new Date(authority.clock.now() + 2 * hour).toISOString() }, parent);
       t.equal(later.statusCode, 403, 'an expiry later than the creator’s is refused');
       t.match(later.json(), { error: 'forbidden', message: /cannot outlive its creator: expires_at must be no later than / });
+      for (const [what, expiresAt] of [['already past', authority.clock.now() - hour], ['exactly now', authority.clock.now()]] as const) {
+        const past = await post(authority, '/v1/api-keys', { name: 'past', scopes: ['audit:read'], expires_at: new Date(expiresAt).toISOString() }, authority.acmeAdmin);
+        t.equal(past.statusCode, 400, `an expiry ${what} is refused`);
+        t.match(past.json(), { error: 'invalid_request', status: 400, request_id: String, message: 'expires_at must be in the future', details: [{ path: 'expires_at', message: 'must be in the future' }] });
+      }
 
       // A grandchild keeps the root owner, and the limits it inherited.
       const child = await mint(authority, parent, { scopes: ['keys:write', 'audit:read'] });

@@ -56,16 +56,21 @@ t.test('errors name the bad field', async (t) => {
   await t.rejects(loadAuthorityConfig({ file: await yamlFile('- a list'), env: {} }), /must hold a mapping/);
 });
 
-t.test('the example config/authority.yaml is valid and states the defaults, but for private webhook targets and the console API-key sign-in', async (t) => {
+t.test('the example config/authority.yaml is valid and states the defaults, but for private webhook targets, the console API-key sign-in and the rate limits', async (t) => {
   const fromExample = await loadAuthorityConfig({ file: 'config/authority.yaml', env: {} });
   const defaults = await loadAuthorityConfig({ env: {} });
   t.equal(defaults.webhooks.allow_private_targets, false, 'refused by default');
   t.equal(fromExample.webhooks.allow_private_targets, true, 'allowed in the development configuration (a receiver on localhost)');
   t.equal(defaults.console.api_key_sign_in, false, 'no console sign-in with an API key by default');
   t.equal(fromExample.console.api_key_sign_in, true, 'but in the development configuration (no identity provider there)');
+  t.same(defaults.rate_limits.evaluate, { per_minute: 100, burst: 100 }, 'production: evaluate 100 a minute per organization');
+  t.same(defaults.rate_limits.plans.community, { per_minute: 100, burst: 150 }, 'production: the community plan, 100 a minute');
+  t.same(fromExample.rate_limits.evaluate, { per_minute: 6000, burst: 1000 }, "development: a developer's loop is not refused");
+  t.same(fromExample.rate_limits.plans.community, { per_minute: 6000, burst: 1000 }, 'development: nor on the plan of the organization `default`');
   t.same(fromExample, {
     ...defaults,
     webhooks: { ...defaults.webhooks, allow_private_targets: true },
     console: { ...defaults.console, api_key_sign_in: true },
+    rate_limits: { ...defaults.rate_limits, evaluate: fromExample.rate_limits.evaluate, plans: { ...defaults.rate_limits.plans, community: fromExample.rate_limits.plans.community } },
   });
 });

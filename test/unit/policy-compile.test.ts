@@ -290,3 +290,13 @@ action_classes:
   t.ok(stored.ok, 'stored: loads as before');
   if (stored.ok) t.equal(stored.policy.decide({ ...input('payments.wire'), actor_id: 'finance-bot' }).decision, 'allow', 'and decides with the group as it read it');
 });
+
+t.test('version is the policy format version: 1 is read, any other value or none is an error at `version`', async (t) => {
+  t.ok(compilePolicy(policy(SMALL_RULE)).ok, 'version: 1');
+  for (const [what, head] of [['2', 'version: 2\n'], ['"1" (text)', 'version: "1"\n']] as const) {
+    const errors = errorsOf(compilePolicy(policy(SMALL_RULE).replace('version: 1\n', head)));
+    t.same(errors, [{ path: 'version', message: 'version must be 1 (the policy format version)', line: 1, column: 10 }], `version ${what}`);
+  }
+  t.same(errorsOf(compilePolicy(policy(SMALL_RULE).replace('version: 1\n', ''))), [{ path: 'version', message: 'missing required key "version"', line: 1, column: 1 }], 'no version');
+  t.same(errorsOf(compilePolicy(`${policy(SMALL_RULE)}revision: 3\n`)), [{ path: 'revision', message: 'unknown key "revision"', line: 11, column: 1 }], 'an unknown top-level key');
+});

@@ -322,3 +322,12 @@ t.test('countersign policy test: exit codes, text, JSON and --junit', async (t) 
   t.equal((await usageError(t, runPolicyCommand(['test', dir, '--format', 'xml'], capture()))).code, 'USAGE', 'a bad --format: usage error');
   t.equal((await usageError(t, runPolicyCommand(['nonsense'], capture()))).code, 'USAGE');
 });
+
+t.test('policy test --junit creates the folders the report goes in', async (t) => {
+  const dir = workspace({ 'p.yaml': POLICY, 'good.tests.yaml': `policy: p.yaml\ncases:\n  - name: small\n    input: ${pay(10)}\n    expect: { decision: allow }\n` });
+  const report = join(dir, 'reports', 'policy', 'tests.xml');
+  const io = capture();
+  t.equal(await runPolicyCommand(['test', join(dir, 'good.tests.yaml'), '--junit', report], io), 0, 'exit 0: the report was written');
+  t.equal(io.lines.at(-1), '1 passed, 0 failed');
+  t.equal(parseXml(readFileSync(report, 'utf8')).attributes.tests, '1', 'reports/policy/ did not exist; the report is in it');
+});
