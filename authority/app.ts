@@ -136,7 +136,8 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
   const keyResolver = new PublishedKeyResolver(deps.keys, deps.clock);
   // Postgres: while one batch holds its organizations' chain heads, the next one inserts its rows
   // on another connection. A third batch in flight made every batch smaller, and each costs
-  // Postgres a statement and a commit: two ran faster on less CPU (docs/performance.md).
+  // Postgres a statement and a commit: two ran faster on less CPU (docs/architecture.md, "Group
+  // commit: two batches in flight").
   // PGlite has one connection: one at a time. storeEvaluations is one statement: its own
   // transaction, one round trip per batch.
   const writer = new GroupCommit(deps.db, storeEvaluations, { maxBatch: 128, maxInFlight: deps.db.kind === 'postgres' ? 2 : 1, transaction: false });

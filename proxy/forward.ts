@@ -2,8 +2,8 @@
  * Forwarding one request to the upstream on undici's lowest level, `dispatch`: the upstream's
  * answer is written straight into the client's response as it arrives, with no Readable, no
  * `stream.pipeline` and no AbortController per request in between. The benchmark chose it over
- * http-proxy-3 and undici's `request` (docs/performance.md): it spends about half their
- * CPU per request.
+ * http-proxy-3 and undici's `request`: it spends about half their CPU per request
+ * (docs/architecture.md, "Forwarding with undici `dispatch`").
  *
  * - Backpressure: when the client reads slowly, the upstream is paused until the response drains.
  * - The client leaving: before the request was handed to a connection, it is stopped there (it

@@ -212,8 +212,8 @@ export function createGate(options: GateOptions): Gate {
     const derived = deriveFacts(route, input);
     if (!derived.ok) {
       // The request lacks a fact (or carries it twice, or in no canonical form): the caller's
-      // doing, not an outage, so a refusal (DESIGN: "a bound fact the gate cannot derive
-      // refuses"), decided before the permit is touched, so it is not consumed.
+      // doing, not an outage, so a refusal (a bound fact the gate cannot derive refuses, as the
+      // binding says), decided before the permit is touched, so it is not consumed.
       return refuse(
         input,
         nowMs,

@@ -1,6 +1,7 @@
 /**
  * Appending to an organization's audit chain, inside the caller's transaction, so the event
- * commits together with the state change it records or not at all (spec core rule 9).
+ * commits together with the state change it records or not at all: a change that cannot be
+ * audited does not happen (docs/architecture.md, "The audit hash chain").
  *
  * Per append: lock the organizations' head rows (one round trip; two more only the first time an
  * organization appends), then insert the events and move the heads in one statement. Appends of

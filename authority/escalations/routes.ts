@@ -68,7 +68,8 @@ async function voterOf(db: Db, principal: Principal): Promise<Voter> {
 }
 
 export function escalationRoutes(app: FastifyInstance, deps: EscalationRouteDeps): void {
-  // The hosted runtime does not serve human-in-the-loop endpoints (spec, core rule 11).
+  // Only a self-hosted control plane serves the escalation endpoints; under `deployment: hosted`
+  // they answer 404 like any unknown path (docs/approvals.md).
   if (deps.config.deployment === 'hosted') return;
   const routes = app.withTypeProvider<ZodTypeProvider>();
   const count = (transitions: Transitions) => {

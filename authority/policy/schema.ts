@@ -104,7 +104,7 @@ export const EscalationSchema = z
     quorum: z.enum(QUORUMS).default(BUILTIN_DEFAULTS.escalation.quorum),
     /** N, the number of eligible approvers; the quorum thresholds are computed from it. */
     approver_pool_size: z.number().int().min(1).max(1000).optional(),
-    /** Advisory (spec: it does not change the quorum calculation). */
+    /** Advisory: it does not change the quorum calculation, which N alone sets. */
     min_approvers: z.number().int().min(1).max(1000).optional(),
     timeout_seconds: z.number().int().min(1).max(MAX_WAIT_SECONDS).default(BUILTIN_DEFAULTS.escalation.timeout_seconds),
     /** Applied on timeout, on chain exhaustion, or when all votes are cast without a threshold. */

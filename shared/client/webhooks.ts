@@ -36,7 +36,7 @@ export const WEBHOOK_HEADERS = {
   standardSignature: 'webhook-signature',
 } as const;
 
-/** The spec's signature header value for a timestamp header and raw body. */
+/** The `X-Service-Signature-256` header value for a timestamp header and raw body. */
 export function serviceSignature(secret: string, timestamp: string, rawBody: Uint8Array | string): string {
   return `sha256=${createHmac('sha256', secret).update(`${timestamp}.`, 'utf8').update(rawBody).digest('hex')}`;
 }

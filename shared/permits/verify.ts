@@ -112,9 +112,9 @@ export const POOL_WHEN_IN_FLIGHT = 3;
  * Whether a signature check goes to libuv's thread pool. Under load, yes: the event loop is what
  * runs out (the proxy's is busy parsing, consuming and forwarding other requests), and another
  * core can verify meanwhile; on the 2-core bench machine that gave the proxy about 20 % more
- * enforced requests per second (docs/performance.md). When little is in flight, no: the hop
- * between threads would cost more CPU than it saves (about 100 µs more per request at 1,000
- * requests/s there), and nothing waits for the event loop anyway.
+ * enforced requests per second (docs/architecture.md, "Signature checks"). When little is in
+ * flight, no: the hop between threads would cost more CPU than it saves (about 100 µs more per
+ * request at 1,000 requests/s there), and nothing waits for the event loop anyway.
  *
  * With libsodium (ed25519.ts) 'auto' stays on the event loop: its check costs about what the hop
  * to the pool and back does, and it has no asynchronous form.

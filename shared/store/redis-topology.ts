@@ -44,7 +44,8 @@ const reconnectDelay = (attempt: number): number => Math.min(50 * 2 ** Math.min(
  * per batch, which copies the client's script commands onto itself and defines an accessor of its
  * own, and at moderate rates every consume is a batch of one. At 1,000 enforced requests/s the
  * proxy promoted about 2.2 times as much to the old generation per young-generation collection
- * with it, and so ran more full collections, which show in its tail latency (docs/performance.md).
+ * with it, and so ran more full collections, which show in its tail latency (docs/architecture.md,
+ * "Redis writes of one turn leave together").
  * The store coalesces the writes of one turn of the event loop itself (redis-connection.ts).
  */
 export function createRedisClient(topology: RedisTopology, timeouts: RedisTimeouts): RedisClient {

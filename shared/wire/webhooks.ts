@@ -147,7 +147,7 @@ export const WebhookResponse = z.union([
   z.object({ delivery: WebhookDeliveryWire }),
 ]);
 
-/** The JSON body of a delivery (spec "Events"). `payload` is the audit event's payload. */
+/** The JSON body of a delivery (docs/webhooks.md). `payload` is the audit event's payload. */
 export const WebhookDeliveryBody = z.object({
   event_type: z.string(),
   delivery_id: z.string(),

@@ -207,7 +207,7 @@ export async function startBenchServer(kind, config, { cpuProfileDir } = {}) {
 export async function runGenerator(spec, { onWindowStart = () => {}, onWindowEnd = () => {} } = {}) {
   const child = spawn(process.execPath, [join(here, 'load-generator.mjs')], { cwd: root, env: { PATH: process.env.PATH }, stdio: ['pipe', 'pipe', 'pipe'] });
   const proc = track('the load generator', child);
-  // The spec can be tens of megabytes of permits: stream it, and let a write error surface as the exit.
+  // The generator's spec can be tens of megabytes of permits: stream it, and let a write error surface as the exit.
   child.stdin.on('error', () => {});
   child.stdin.end(JSON.stringify(spec));
   let result = null;

@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 /**
- * Which linear-time engine runs CEL `matches` (issue 15): re2js (pure JS) against re2-wasm (RE2
+ * Which linear-time engine runs CEL `matches`: re2js (pure JS) against re2-wasm (RE2
  * in WebAssembly) and, for reference, the backtracking RegExp they replace. The native `re2`
  * binding is not measured: it installs by downloading a prebuilt binary from GitHub or compiling
- * with node-gyp, which the "npm registry alone, no download at install" rule excludes.
+ * with node-gyp, and an install must need nothing but the npm registry.
  *
  * Usage: node test/bench/regex-engines.mjs   (re2-wasm is optional: skipped when not installed)
  */

@@ -160,7 +160,7 @@ if (!chromiumPath()) {
           t.ok(await admin.page.getByLabel('verify:execute').isChecked());
           t.notOk(await admin.page.getByLabel('audit:read').isChecked(), 'and no other');
           t.equal(await admin.page.getByTestId('key-allowlist').inputValue(), '10.0.0.0/8', 'and its allowlist');
-          t.match(await admin.page.getByTestId('rotation-steps').textContent(), /same scopes[\s\S]*Deploy[\s\S]*Revoke the old key once the new one works/, 'the rotation steps of the spec are on the page');
+          t.match(await admin.page.getByTestId('rotation-steps').textContent(), /same scopes[\s\S]*Deploy[\s\S]*Revoke the old key once the new one works/, 'the rotation steps are on the page');
 
           // Revoke asks first; cancelling keeps the key.
           await ciRow.getByTestId('revoke').click();

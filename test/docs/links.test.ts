@@ -1,8 +1,9 @@
 /**
  * Keeps the documentation's cross-references honest: every relative link in README.md,
- * CHANGELOG.md, docs/ and test/bench/README.md must name a file or folder that exists in the
- * repository, and a `#fragment` pointing into a Markdown file must name one of its headings (as
- * GitHub renders them: lower case, punctuation dropped, spaces to hyphens, repeats numbered).
+ * CHANGELOG.md, CONTRIBUTING.md, SECURITY.md, docs/ and test/bench/README.md must name a file or
+ * folder that exists in the repository, and a `#fragment` pointing into a Markdown file must name
+ * one of its headings (as GitHub renders them: lower case, punctuation dropped, spaces to hyphens,
+ * repeats numbered).
  * Links inside code blocks and inline code are examples, not links, and are skipped; so are
  * absolute URLs (http:, https:, mailto:).
  *
@@ -28,6 +29,8 @@ function markdownUnder(folder: string): string[] {
 const documents = [
   join(root, 'README.md'),
   join(root, 'CHANGELOG.md'),
+  join(root, 'CONTRIBUTING.md'),
+  join(root, 'SECURITY.md'),
   join(root, 'test', 'bench', 'README.md'),
   ...markdownUnder(join(root, 'docs')),
 ].filter((path) => existsSync(path));

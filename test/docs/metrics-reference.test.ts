@@ -1,5 +1,5 @@
 /**
- * Keeps the metrics documentation in step with the code (issue 7): docs/metrics.md must equal
+ * Keeps the metrics documentation in step with the code: docs/metrics.md must equal
  * the reference rendered from the metric definitions, and every metric the Grafana dashboard
  * (docs/grafana/countersign.json) queries must exist in the authority's or the proxy's registry.
  *

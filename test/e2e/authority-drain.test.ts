@@ -1,6 +1,6 @@
 /**
- * Regression (issue 14, point 6): on SIGTERM the authority drains, and a request that arrived on a
- * kept-alive connection during the drain got fastify's own 503 body (no envelope, no request_id).
+ * Regression: on SIGTERM the authority drains, and a request that arrived on a kept-alive
+ * connection during the drain once got fastify's own 503 body (no envelope, no request_id).
  * It must get the error envelope: 503 `service_unavailable`, `request_id`, `X-Request-ID`,
  * `Retry-After` and `Connection: close`; a request already in flight completes, and its answer
  * says `Connection: close` too, so the client moves on and the drain ends.

@@ -234,7 +234,7 @@ for (const backend of appBackends()) {
 
       await t.test('unmatched: pass streams through untouched, deny refuses', async (t) => {
         const before = received.length;
-        // pass is an explicit choice since issue 15 (the default in enforce mode is deny).
+        // pass is an explicit choice (the default in enforce mode is deny).
         proxy.setConfig(proxyConfig(h.authority.acme.id, h.upstream.url, { unmatched: 'pass' }));
         // The client sends the rest only once the upstream has the first bytes: a proxy that
         // buffered the body would deadlock here (bounded by the test timeout) instead of passing.

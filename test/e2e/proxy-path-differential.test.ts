@@ -1,5 +1,5 @@
 /**
- * Issue 15, "the gate cannot be walked around": real upstream routers behind the real proxy on
+ * The gate cannot be walked around: real upstream routers behind the real proxy on
  * loopback, each with a protected handler that counts its calls. Path variants an upstream might
  * read as `/echo/<id>` (extra segments, `//`, dot segments, encodings, case, `;` parameters,
  * backslashes, other methods, method overrides) are sent WITHOUT a permit, as raw bytes so that no

@@ -2,8 +2,8 @@
  * The proxy's graceful stop (`startProxy(...).close()`, what SIGTERM runs): a request in flight
  * finishes with the upstream's answer, and a request that arrives during the drain on the same
  * kept-alive connection gets the 503 error envelope with its request id and `Connection: close`,
- * without reaching the upstream or touching its permit. Regression for issue 14 point 6: such a
- * request used to be forwarded by a proxy already shutting down, or cut without an answer.
+ * without reaching the upstream or touching its permit. A regression test: such a request used to
+ * be forwarded by a proxy already shutting down, or cut without an answer.
  *
  * @example
  *   npx tap --disable-coverage test/e2e/proxy-shutdown.test.ts

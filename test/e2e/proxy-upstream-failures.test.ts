@@ -1,5 +1,5 @@
 /**
- * Honest execution records end to end (issue 14): a permitted request goes through the real proxy
+ * Honest execution records end to end: a permitted request goes through the real proxy
  * to a real loopback upstream that misbehaves in one way each, and the `execution.observed`
  * record, the audit event the drain makes of it and the permit's proof say whether the upstream
  * answered (with its status), was not reached, or may have been. Each case counts what the

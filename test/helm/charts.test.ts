@@ -1,5 +1,5 @@
 /**
- * The Helm charts (issue 7): helm lint and helm template on every chart, with default values and
+ * The Helm charts: helm lint and helm template on every chart, with default values and
  * with the example's values; every rendered object validated with kubernetes-models; the
  * properties the charts promise checked (probes, non-root, read-only root filesystem, the sidecar
  * beside the app, the Service on the proxy port, the replay store's `store:` section and Redis
@@ -240,7 +240,7 @@ if (helm) {
     const config = parseProxyConfig(proxyYaml, 'rendered proxy.yaml');
     t.equal(config.upstream, 'http://127.0.0.1:8080');
     t.same(config.routes.map((r) => [r.name, r.mode]), [['payments-wire', 'shadow'], ['payments-refund', 'enforce']]);
-    t.equal(proxyYaml.unmatched, 'deny', 'a request the gate cannot place is refused, not forwarded (issue 15)');
+    t.equal(proxyYaml.unmatched, 'deny', 'a request the gate cannot place is refused, not forwarded');
     t.same(config.records, { backlog_max: 10_000, backlog_file: '/var/lib/countersign-proxy/records.jsonl' }, 'records held while Redis is down are kept on disk too');
     t.equal(proxy.volumeMounts.find((m: any) => m.name === 'countersign-proxy-records')?.mountPath, '/var/lib/countersign-proxy', 'in a writable mount (the root filesystem is read-only)');
     t.ok(pod.volumes.find((v: any) => v.name === 'countersign-proxy-records')?.emptyDir, 'an emptyDir: it outlives a restart of the proxy container');

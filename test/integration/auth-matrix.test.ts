@@ -1,7 +1,7 @@
 /**
  * The authentication matrix: every endpoint that exists × every kind of credential → the exact
- * status and error code. Each credential's permissions are written out here from DESIGN.md's
- * scope and role tables (not taken from the code), and the test fails when the app serves a
+ * status and error code. Each credential's permissions are written out here from the documented
+ * scopes and roles (docs/operations.md, "Credentials"; not taken from the code), and the test fails when the app serves a
  * route this matrix does not list. Runs on PGlite + the in-process store, and on Postgres + Redis
  * when they are available.
  */
@@ -18,7 +18,7 @@ const ALL = [
   'evaluate:write', 'verify:execute', 'audit:read', 'approvals:read', 'approvals:write', 'policy:read', 'policy:write',
   'webhooks:write', 'permits:read', 'permits:write', 'effects:write', 'hitl:approve', 'keys:write',
 ];
-/** DESIGN.md, "roles (user JWT)". */
+/** The roles of a user's JWT (docs/operations.md, "Credentials"). */
 const ROLE_PERMISSIONS: Record<string, string[]> = {
   admin: ALL,
   approver: ['evaluate:write', 'permits:read', 'permits:write', 'audit:read', 'approvals:read', 'approvals:write', 'hitl:approve'],
@@ -108,8 +108,8 @@ const ENDPOINTS: Endpoint[] = [
   { method: 'GET', route: '/v1/audit/keys', url: () => '/v1/audit/keys', anyOf: ['audit:read'], success: 200 },
   { method: 'GET', route: '/v1/audit/status', url: () => '/v1/audit/status', anyOf: ['audit:read'], success: 200 },
   { method: 'GET', route: '/v1/gates/readiness', url: () => '/v1/gates/readiness', anyOf: ['audit:read'], success: 200 },
-  // Spec "Escalation endpoints": any credential creates and reads (its own organization's);
-  // responding needs hitl:approve (DESIGN: admin and approver hold it).
+  // Escalations: any credential creates and reads (its own organization's); responding needs
+  // hitl:approve (the roles admin and approver hold it; docs/approvals.md).
   { method: 'GET', route: '/v1/approvals', url: () => '/v1/approvals', anyOf: ['approvals:read', 'approvals:write'], success: 200 },
   { method: 'GET', route: '/v1/approvals/:id', url: (f) => `/v1/approvals/${f.approvalId}`, anyOf: ['approvals:read', 'approvals:write'], acmeResource: true, success: 200 },
   { method: 'POST', route: '/v1/approvals/:id/resolve', url: (f) => `/v1/approvals/${f.nextApprovalId()}/resolve`, body: () => ({ decision: 'approve' }), anyOf: ['approvals:write'], acmeResource: true, success: 200 },

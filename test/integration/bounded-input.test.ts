@@ -1,5 +1,5 @@
 /**
- * Every input is bounded at the edge (issue: crafted input gave 500, and a deeply nested context
+ * Every input is bounded at the edge (crafted input once gave 500, and a deeply nested context
  * broke the organization's audit export): numbers that overflow to Infinity, lone surrogates, NUL,
  * JSON nested past the depth limit, in bodies, keys, queries and cursors, are 400
  * `invalid_request` with the field's path, on PGlite and on Postgres; nothing of them is stored;

@@ -1,5 +1,5 @@
 /**
- * Regression (issue 14, point 5): with Postgres down the authority answered `500 internal`, because
+ * Regression: with Postgres down the authority once answered `500 internal`, because
  * the failure surfaced while authenticating, before any route could map it. Every endpoint, the
  * auth layer included, must answer 503 in the error envelope (`service_unavailable`, or
  * `audit_unavailable` where the audited write itself failed) with `request_id` and `Retry-After`,

@@ -1,5 +1,5 @@
 /**
- * Identities and duties (DESIGN.md): keys never widen (scopes, allowlist, expiry; revoking a
+ * Identities and duties: keys never widen (scopes, allowlist, expiry; revoking a
  * wider key), a key's owner is inherited by the keys it mints, and separation of duties counts
  * people: the requester of a held or escalated action cannot approve or vote on it through any of
  * its keys, and one owner's keys are one vote. Each rule: the refusal with its message, and the

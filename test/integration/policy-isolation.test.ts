@@ -1,5 +1,5 @@
 /**
- * One organization's hostile policy cannot stall another (issue 15). A policy using `^(a+)+$`
+ * One organization's hostile policy cannot stall another. A policy using `^(a+)+$`
  * (linear on RE2) and a comprehension with `matches` runs on long hostile inputs in `acme` while
  * `globex` evaluates and `/healthz` answers; the event loop's longest stall, measured with
  * perf_hooks.monitorEventLoopDelay, stays under a generous bound. Policies that cannot be bounded
@@ -48,7 +48,7 @@ if (backend) {
       const put = await send(authority, 'PUT', '/v1/policies', { source: policy(HOSTILE_REGEX), format: 'yaml' });
       t.equal(put.statusCode, 200, `the backtracking pattern is accepted: RE2 runs it in linear time ${put.statusCode === 200 ? '' : put.body.slice(0, 400)}`);
 
-      // 31 characters took ~4 s on the backtracking engine (issue 15); these are far longer.
+      // 31 characters took ~4 s on a backtracking engine; these are far longer.
       // The body limit (64 KiB) bounds the context; these fill most of it.
       const attack = { s: `${'a'.repeat(4_000)}!`, xs: Array.from({ length: 500 }, () => `${'a'.repeat(100)}!`) };
       // More items than the write-time assumption (1,000): re-estimated at this size, over budget.

@@ -1,5 +1,5 @@
 /**
- * Smoke test of the real Redis topologies the test helpers provide (issue 14, point 4): ioredis
+ * Smoke test of the real Redis topologies the test helpers provide: ioredis
  * reaches every primary of the 3-primary Redis Cluster through one `Cluster` client, and an
  * ioredis Sentinel client follows a failover to the new primary. Each part comments why it did not
  * run when the servers are not there (install redis-server, redis-sentinel; `npm test` starts them).

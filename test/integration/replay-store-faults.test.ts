@@ -1,5 +1,5 @@
 /**
- * The replay store's guarantees under faults (issue: single use survives the store's faults):
+ * The replay store's guarantees under faults (single use survives the store's faults):
  * the epoch fence after a loss of state, the consume deadline under a stalled Redis, and the
  * durability modes. The contract part runs on both stores; the faults run on a Redis server of
  * the test's own (test/helpers/redis-process.ts), killed, flushed and paused for real. Every test

@@ -65,7 +65,7 @@ t.test('the document and the routes the app serves', async (t) => {
     t.same(described.sort(), routes.filter((route) => !HIDDEN[route]), 'and the document describes no route the app does not serve');
   });
 
-  t.test('every function-style route has its slash twin, and the spec\'s pairs are served', async (t) => {
+  t.test('every function-style route has its slash twin, and the SDK\'s pairs are served', async (t) => {
     for (const route of routes) {
       const [method, url] = route.split(' ') as [string, string];
       if (canonicalPath(url) !== url) t.ok(routes.includes(`${method} ${canonicalPath(url)}`), `${route} has ${method} ${canonicalPath(url)}`);
@@ -81,7 +81,7 @@ t.test('the document and the routes the app serves', async (t) => {
       t.ok(method, `${slash} is served`);
       t.ok(routes.includes(`${method} ${dashed}`), `and ${dashed}`);
     }
-    t.ok(routes.includes('POST /functions/v1/v1-verify-permit') && routes.includes('POST /functions/v1/v1-webhooks'), 'the spec\'s function paths stay');
+    t.ok(routes.includes('POST /functions/v1/v1-verify-permit') && routes.includes('POST /functions/v1/v1-webhooks'), 'the hosted runtime\'s function paths stay');
   });
 
   t.test('every operation says what it is, who may call it and how it fails', async (t) => {

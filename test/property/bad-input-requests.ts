@@ -31,7 +31,7 @@ const CONTENT_TYPES = [undefined, 'application/json', 'application/json; charset
 
 /**
  * JSON text JSON.stringify cannot write: numbers that overflow, lone surrogates and NUL escaped,
- * nesting past the depth limit (DESIGN: bounded input), spliced into otherwise plausible bodies.
+ * nesting past the depth limit (the bounded input), spliced into otherwise plausible bodies.
  */
 const hostileJson = fc.oneof(
   fc.constantFrom('1e999', '-1e999', '"\\ud800"', '"x\\udfffy"', '"a\\u0000b"', '{"\\u0000":1}'),

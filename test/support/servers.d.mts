@@ -8,6 +8,8 @@ export type NotStarted =
   | { ok: false; failed: true; reason: string; logTail: string };
 
 export function freePort(): Promise<number>;
+/** Whether a Redis server answers PING on this loopback port. */
+export function redisPing(port: number): Promise<boolean>;
 /** Runs a command to its end, its output collected: like spawnSync's result, without blocking. */
 export function runToEnd(
   command: string,

@@ -1,5 +1,5 @@
 /**
- * Regression (issue 14, point 5): a database outage must map to a retryable 503 by its class,
+ * Regression: a database outage must map to a retryable 503 by its class,
  * wherever it is met, and nothing else may be swept into it. Also: 503s carry Retry-After while
  * 429s keep the header their bucket gave them.
  */

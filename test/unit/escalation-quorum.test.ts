@@ -1,8 +1,8 @@
 /**
  * Quorum arithmetic as a table over N = 1..7 for every tier: the thresholds written out by hand
- * from the spec's formulas, the vote sequences that matter (approve threshold first, reject
- * threshold first, every vote cast without either → the fallback, unanimous with one reject), and
- * every possible vote sequence up to N = 7 against a literal reading of the spec's rule table.
+ * from the quorum rules (docs/approvals.md), the vote sequences that matter (approve threshold
+ * first, reject threshold first, every vote cast without either → the fallback, unanimous with one
+ * reject), and every possible vote sequence up to N = 7 against a literal reading of the rules.
  */
 import t from 'tap';
 import { outcomeAfterVote, quorumProgress, quorumThresholds, settleVotes } from '../../authority/escalations/quorum.js';
@@ -99,7 +99,7 @@ t.test('single approver: the first vote decides', async (t) => {
   }
 });
 
-/** The spec's rule table read literally, on the counts after each vote. */
+/** The quorum rules read literally, on the counts after each vote. */
 function oracle(tier: QuorumTier, n: number, fallback: VoteDecision, votes: VoteDecision[]): { status: string; resolution: string | null; decidedAtVote: number | null } {
   let approvals = 0;
   let rejections = 0;
@@ -124,7 +124,7 @@ function oracle(tier: QuorumTier, n: number, fallback: VoteDecision, votes: Vote
   return { status: 'pending', resolution: null, decidedAtVote: null };
 }
 
-t.test('every vote sequence up to N = 7 agrees with the spec table', async (t) => {
+t.test('every vote sequence up to N = 7 agrees with the rules read literally', async (t) => {
   let compared = 0;
   let disagreements = 0;
   for (const tier of QUORUM_TIERS) {

@@ -3,7 +3,7 @@
  * `{ ...base, limit }`, `{ ...a, ...b }`. On Node 20's V8 such an object gets a hidden class of
  * its own on every call, allocated in the old generation, so each request leaves old-generation
  * garbage behind and full collections follow every few seconds; the authority's slowest requests
- * at 500/s gathered around them (docs/performance.md, "Full collections and the open loop's p99").
+ * at 500/s gathered around them (docs/architecture.md, "No leading spreads in per-request objects").
  * The same members with a spread after the literal ones (`{ limit, ...base }`), a literal without a
  * spread, a spread alone (`{ ...base }`) or `Object.assign({}, base, { limit })` share one hidden
  * class. A clone made by a spread that gets a member afterwards has the same cost.

@@ -1,5 +1,5 @@
 /**
- * Bounded evaluation (issue 15): the worst-case cost estimator, the refusal of over-budget
+ * Bounded evaluation: the worst-case cost estimator, the refusal of over-budget
  * conditions when a policy is written (with the condition's path and why), and the deny
  * CONDITION_BUDGET_EXCEEDED at evaluation, both before a condition runs (a request larger than
  * the write-time assumption) and while it runs (the meter).

@@ -1,5 +1,5 @@
 /**
- * CEL `matches` on RE2 (issue 15): normal patterns behave as before (a search, anywhere in the
+ * CEL `matches` on RE2: normal patterns behave as before (a search, anywhere in the
  * string), catastrophic backtracking is gone, and syntax RE2 lacks is refused when the policy is
  * written, with the condition's path.
  */

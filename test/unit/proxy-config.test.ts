@@ -46,7 +46,7 @@ t.test('defaults', async (t) => {
   t.equal(config.audience, 'countersign:gate');
   t.equal(config.mode, 'enforce');
   t.equal(config.permit_header, 'x-service-permit', 'lower case, as node:http gives header names');
-  t.equal(config.unmatched, 'deny', 'enforce mode: a request the gate cannot place is refused (issue 15)');
+  t.equal(config.unmatched, 'deny', 'enforce mode: a request the gate cannot place is refused');
   t.equal(parseProxyConfig({ ...minimal, mode: 'shadow' }).unmatched, 'pass', 'a shadow rollout forwards it');
   t.equal(parseProxyConfig({ ...minimal, unmatched: 'pass' }).unmatched, 'pass', 'pass stays available, explicitly');
   t.equal(config.max_body_bytes, 65536);

@@ -3,8 +3,8 @@
  * error on the right side of "the request never left" (`not_reached`) versus "it may have run"
  * (`unknown`), with a stable code; executionOutcome and executionRecord carry that into the
  * `execution.observed` record; the caller's 502 says which it was; and the drain reads records
- * written before the `upstream` field existed. Pins issue 14: every upstream failure used to be
- * recorded as `UPSTREAM_ERROR` with no status and no way to tell them apart.
+ * written before the `upstream` field existed. A regression test: every upstream failure used to
+ * be recorded as `UPSTREAM_ERROR` with no status and no way to tell them apart.
  *
  * @example
  *   npx tap --disable-coverage test/unit/upstream-outcome.test.ts

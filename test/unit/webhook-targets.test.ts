@@ -16,7 +16,7 @@ t.test('private, loopback, link-local and reserved addresses are forbidden; publ
   }
 });
 
-/** Every special-purpose or translated form the issue named, and one of each IANA special-purpose range. */
+/** Every special-purpose or translated form an attacker could use, and one of each IANA special-purpose range. */
 const REFUSED: Array<[address: string, range: RegExp]> = [
   // IPv4 special-purpose (RFC 6890 and later)
   ['0.1.2.3', /unspecified/], ['10.0.0.1', /private/], ['100.64.0.1', /carrierGradeNat/], ['127.0.0.1', /loopback/],

@@ -1,7 +1,8 @@
 -- The documents written on every evaluation (the stored response, the audit payload) are
 -- compressed with lz4 instead of the default pglz when their row goes over the TOAST threshold
 -- (about 2 kB), as an evaluation's row with its response does: lz4 compresses several times
--- faster, and pglz was a measurable part of Postgres's CPU per evaluation (docs/performance.md).
+-- faster, and pglz was a measurable part of Postgres's CPU per evaluation (docs/architecture.md,
+-- "The evaluation's write in Postgres").
 -- The setting applies to values written from now on; values already stored stay as they are and
 -- read the same.
 --

@@ -1,5 +1,5 @@
 -- Two costs of every evaluation's write, found in a profile of Postgres under the evaluate
--- benchmark (docs/performance.md, "Where Postgres's time goes"):
+-- benchmark (docs/architecture.md, "The evaluation's write in Postgres"):
 --
 -- 1. The chain's hashes were checked with a regular expression, `~ '^[0-9a-f]{64}$'`. Its four
 --    matches per evaluation (each event's hash and previous hash) took about 7 % of Postgres's

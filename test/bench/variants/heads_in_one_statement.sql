@@ -1,9 +1,9 @@
 -- A rewrite of countersign_store_evaluations (migrations 0009, 0010, 0014), for
 -- test/bench/store-batches.mjs to compare with the migrated function on the same batches; it was
--- not adopted (docs/performance.md, "Where Postgres's time goes": 0.96× the backend's CPU per
--- batch). What differs: the chain heads are locked and read in one statement instead of a lock and
--- a read per organization; the loop walks the events' JSON by index and keeps four arrays instead
--- of thirteen; the webhook outbox is written from the events' insert (RETURNING).
+-- not adopted (docs/architecture.md, "The evaluation's write in Postgres": 0.96× the backend's CPU
+-- per batch). What differs: the chain heads are locked and read in one statement instead of a
+-- lock and a read per organization; the loop walks the events' JSON by index and keeps four arrays
+-- instead of thirteen; the webhook outbox is written from the events' insert (RETURNING).
 --
 --   node test/bench/store-batches.mjs test/bench/variants/heads_in_one_statement.sql
 
