@@ -93,7 +93,7 @@ if (!chromiumPath()) {
           t.match(ApprovalResponse.parse(await approval.body.json()).approval, { status: 'approved', resolved_by: session.identity }, 'the API has it approved by that key');
 
           await escalationCard.getByTestId('approve').click();
-          await escalationCard.getByTestId('vote').waitFor();
+          await escalationCard.getByTestId('vote').getByText('(the key “test key”)').waitFor();
           t.match(await escalationCard.getByTestId('vote').textContent(), /\(the key “test key”\) \(you\) approved/, 'the escalation lists the vote as theirs, by name');
           await checkPage(t, tested, 'the inbox after both votes', true);
         },
