@@ -14,6 +14,7 @@ import { validatorCompiler } from 'fastify-type-provider-zod';
 import type { Logger } from 'pino';
 import type { SharedStore } from '../shared/store/types.js';
 import { tracing } from '../shared/telemetry/index.js';
+import { adminChannelRoutes } from './admin-channel/routes.js';
 import { apiKeyRoutes } from './api-keys/routes.js';
 import { auditRoutes } from './audit/routes.js';
 import { authzenRoutes } from './authzen/routes.js';
@@ -24,6 +25,7 @@ import type { ConsoleFiles } from './console/static.js';
 import { CredentialCache } from './auth/credential-cache.js';
 import type { JwtVerifier } from './auth/jwt.js';
 import { identityRoutes } from './auth/routes.js';
+import type { AdminContext } from './cli/admin-operations.js';
 import type { AuthorityConfig } from './config.js';
 import { effectRoutes } from './effects/routes.js';
 import { escalationRoutes } from './escalations/routes.js';
@@ -164,7 +166,14 @@ export async function buildAuthorityApp(deps: AuthorityDeps): Promise<FastifyIns
 }
 
 /** The admin port: `/metrics` for Prometheus, and the health probes. Bind it to loopback or a private network. */
-export async function buildAdminApp(deps: Pick<AuthorityDeps, 'db' | 'store' | 'metrics' | 'logger'>): Promise<FastifyInstance> {
+/**
+ * The admin listener: metrics and probes, and, when `channel` is given (the embedded database),
+ * the administration commands the CLI cannot run itself while this process holds the database.
+ */
+export async function buildAdminApp(
+  deps: Pick<AuthorityDeps, 'db' | 'store' | 'metrics' | 'logger'>,
+  options: { channel?: { token: string; context: AdminContext } | undefined } = {},
+): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: deps.logger.child({ server: 'admin' }) as FastifyBaseLogger,
     // Scrapes and probes every few seconds would drown the log.
@@ -179,6 +188,7 @@ export async function buildAdminApp(deps: Pick<AuthorityDeps, 'db' | 'store' | '
     return deps.metrics.registry.metrics();
   });
   healthRoutes(app, deps);
+  if (options.channel) adminChannelRoutes(app, options.channel);
   await app.ready();
   return app;
 }

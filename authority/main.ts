@@ -1,7 +1,8 @@
 /**
  * Starts the authority process: storage (Postgres or embedded PGlite), migrations, first-start
- * bootstrap, the shared store (Redis or in-process), the API and admin listeners. `close()`
- * drains in-flight requests, then releases everything.
+ * bootstrap, the shared store (Redis or in-process), the API and admin listeners (on the embedded
+ * database, the admin listener also runs the CLI's administration commands: admin-channel/).
+ * `close()` drains in-flight requests, then releases everything.
  *
  * @example
  *   const running = await startAuthority(await loadAuthorityConfig({ file: 'config/authority.yaml' }));
@@ -18,6 +19,7 @@ import { processEd25519 } from '../shared/permits/ed25519.js';
 import { startTelemetry, tracingSummary } from '../shared/telemetry/index.js';
 import { openCheckedStore } from '../shared/store/open.js';
 import type { SharedStore } from '../shared/store/types.js';
+import { newChannelToken, removeChannelFile, writeChannelFile } from './admin-channel/channel.js';
 import { buildAdminApp, buildAuthorityApp } from './app.js';
 import { createJwtVerifier } from './auth/jwt.js';
 import { ConfigError, type AuthorityConfig } from './config.js';
@@ -58,6 +60,14 @@ function urlOf(server: FastifyInstance): string {
   const address = server.server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   return `http://${host}:${address.port}`;
+}
+
+/** Where a client on this machine reaches `server`: loopback when it listens on every address. */
+function localUrlOf(server: FastifyInstance): string {
+  const address = server.server.address() as AddressInfo;
+  if (address.address === '0.0.0.0') return `http://127.0.0.1:${address.port}`;
+  if (address.address === '::') return `http://[::1]:${address.port}`;
+  return urlOf(server);
 }
 
 export async function startAuthority(config: AuthorityConfig, options: StartOptions = {}): Promise<RunningAuthority> {
@@ -122,7 +132,10 @@ export async function startAuthority(config: AuthorityConfig, options: StartOpti
 
     const app = await buildAuthorityApp(deps);
     resources.add(() => app.close());
-    const admin = await buildAdminApp(deps);
+    // On the embedded database only this process can open it: the administration commands come
+    // here instead (admin-channel/), from whoever can read the data directory's channel file.
+    const channel = db.kind === 'pglite' ? { token: newChannelToken(), context: { db, clock, signing: async () => keys } } : undefined;
+    const admin = await buildAdminApp(deps, { channel });
     resources.add(() => admin.close());
     // Signed checkpoints of every chain head, so a truncated tail is detectable later.
     const auditKeys = auditKeysFrom(keys);
@@ -154,6 +167,11 @@ export async function startAuthority(config: AuthorityConfig, options: StartOpti
     const ed25519 = processEd25519().engine;
     await app.listen({ host: config.listen.host, port: config.listen.port });
     await admin.listen({ host: config.admin_listen.host, port: config.admin_listen.port });
+    if (channel) {
+      await writeChannelFile(config.data_dir, { pid: process.pid, url: localUrlOf(admin), token: channel.token });
+      // Released first: once closing starts, a command gets the "in use" answer instead of a drain.
+      resources.add(() => removeChannelFile(config.data_dir, channel.token));
+    }
 
     logger.info(
       { api: urlOf(app), admin: urlOf(admin), database: db.kind, store: store.kind, deployment: config.deployment, ed25519, tracing: tracingSummary(telemetry.settings) },

@@ -31,8 +31,9 @@ export interface CommandEntry {
   examples: CommandExample[];
   notes?: string[];
   /**
-   * How to get the same result while a server holds the embedded data directory (the command
-   * itself cannot open it then): said in the exit-3 message. Absent: only stopping the server helps.
+   * How to get the same result while a server holds the embedded data directory and cannot run
+   * the command itself (a server without the admin channel, or stopping): said in the exit-3
+   * message. Absent: only stopping the server helps.
    */
   whileRunning?: string;
 }
@@ -47,7 +48,7 @@ export const EXIT_CODES: ReadonlyArray<readonly [code: number, meaning: string]>
   [0, 'success'],
   [1, 'the operation failed: verification or a policy test failed, decisions would change, the database is unreachable, a server error'],
   [2, 'usage error: unknown command or option, a missing or bad argument, an invalid configuration file or policy (test) file'],
-  [3, 'the embedded data directory is in use by a running server (stop it, use the API, or use Postgres)'],
+  [3, 'the embedded data directory is in use by a running server that could not run the command (stop it, use the API, or use Postgres)'],
 ];
 
 export const ENVIRONMENT: ReadonlyArray<readonly [name: string, meaning: string]> = [
@@ -58,6 +59,10 @@ export const ENVIRONMENT: ReadonlyArray<readonly [name: string, meaning: string]
   ['COUNTERSIGN_API_KEY', 'the API key audit verify --authority sends (scope audit:read)'],
   ['COUNTERSIGN_PROXY_UPSTREAM', 'the protected system the proxy forwards to (start: instead of the demo upstream)'],
 ];
+
+/** Said by every command that the server holding the embedded database runs instead. */
+const RUN_BY_SERVER =
+  'With the embedded database, while a server (start or authority) holds it, the command is run by that server, through its admin listener on this machine; the output is the same.';
 
 /** In `whileRunning`: {api} is the API address, {bootstrap} the data directory's bootstrap.json. */
 const BOOTSTRAP_KEY = '$(jq -r .api_key {bootstrap})';
@@ -79,7 +84,7 @@ export const COMMANDS: readonly CommandEntry[] = [
       { command: 'countersign start --config config/authority.yaml --upstream http://127.0.0.1:3000', comment: 'the proxy in front of your own application' },
     ],
     notes: [
-      "The proxy gets its own API key on first start, kept in <data dir>/proxy.key (mode 0600). If that key does not authenticate against the current database (DATABASE_URL changed since), start stops and says so: delete the file to have a new key issued.",
+      "The proxy gets its own API key on first start, kept in <data dir>/proxy.key (mode 0600), one per database: after DATABASE_URL changes, that database's key goes to proxy-<time>.key beside it, and each database finds its own again. A key its database revoked stops the start with what to do.",
       'The routes of --proxy-config decide what needs a permit; config/proxy.yaml protects POST /echo/:id and refuses any other path. With --upstream, copy it and add a route for each consequential endpoint of your application.',
       'Stop with Ctrl-C or SIGTERM (drains in-flight requests); SIGHUP reloads the proxy configuration.',
     ],
@@ -118,7 +123,7 @@ export const COMMANDS: readonly CommandEntry[] = [
       { command: 'countersign migrate', comment: 'prints {"applied": ["0001_foundation", …]}, or {"applied": []} when the schema is up to date' },
       { command: 'DATABASE_URL=postgres://countersign@db:5432/countersign countersign migrate', comment: 'before rolling out a new version on Postgres' },
     ],
-    notes: ['The authority also migrates when it starts; replicas starting together apply each migration once.'],
+    notes: ['The authority also migrates when it starts; replicas starting together apply each migration once.', RUN_BY_SERVER],
     whileRunning: 'The running server applied every pending migration when it started: there is nothing for migrate to do.',
   },
   {
@@ -132,6 +137,7 @@ export const COMMANDS: readonly CommandEntry[] = [
       CONFIG_OPTION,
     ],
     examples: [{ command: 'countersign orgs create --name acme --plan business' }],
+    notes: [RUN_BY_SERVER],
   },
   {
     name: 'orgs list',
@@ -139,6 +145,7 @@ export const COMMANDS: readonly CommandEntry[] = [
     usage: ['orgs list [--config FILE]'],
     options: [CONFIG_OPTION],
     examples: [{ command: "countersign orgs list | jq -r '.organizations[] | [.id, .name] | @tsv'" }],
+    notes: [RUN_BY_SERVER],
   },
   {
     name: 'keys create',
@@ -156,6 +163,7 @@ export const COMMANDS: readonly CommandEntry[] = [
       { command: 'countersign keys create --org acme --name ci --scopes evaluate:write,verify:execute', comment: 'a key for an agent that evaluates and a gate that verifies' },
       { command: 'countersign keys create --org acme --name auditor --scopes audit:read --expires-at 2027-12-31T00:00:00Z' },
     ],
+    notes: ['A key made here is its own root identity: it can approve what keys of other roots asked for.', RUN_BY_SERVER],
     whileRunning: `curl -X POST http://{api}/v1/api-keys -H "authorization: Bearer ${BOOTSTRAP_KEY}" -H 'content-type: application/json' -d '{body}'`,
   },
   {
@@ -164,6 +172,7 @@ export const COMMANDS: readonly CommandEntry[] = [
     usage: ['keys list --org ORG [--config FILE]'],
     options: [{ flag: '--org ORG', text: 'the organization, by id or name (required)' }, CONFIG_OPTION],
     examples: [{ command: 'countersign keys list --org acme' }],
+    notes: [RUN_BY_SERVER],
     whileRunning: `curl http://{api}/v1/api-keys -H "authorization: Bearer ${BOOTSTRAP_KEY}"`,
   },
   {
@@ -172,6 +181,7 @@ export const COMMANDS: readonly CommandEntry[] = [
     usage: ['keys revoke KEY_ID --org ORG [--config FILE]'],
     options: [{ flag: 'KEY_ID', text: 'the key id (from keys list; not the secret)' }, { flag: '--org ORG', text: 'the organization, by id or name (required)' }, CONFIG_OPTION],
     examples: [{ command: 'countersign keys revoke 3f0c9a52-8d1e-4c7b-9a41-2b6f0e7d9c13 --org acme' }],
+    notes: [RUN_BY_SERVER],
     whileRunning: `curl -X POST http://{api}/v1/api-keys/{id}/revoke -H "authorization: Bearer ${BOOTSTRAP_KEY}"`,
   },
   {
@@ -186,6 +196,7 @@ export const COMMANDS: readonly CommandEntry[] = [
     notes: [
       'It first checks that the secret key (COUNTERSIGN_SECRET_KEY, or <data dir>/secret.key) opens the signing keys in use (those signing now or about to; retired keys are not opened); with the wrong secret it changes nothing and exits 1.',
       'The old key stays published until everything it signed has expired; replicas pick the new key up by themselves.',
+      `${RUN_BY_SERVER} The server rotates with its own secret key.`,
     ],
   },
   {

@@ -173,11 +173,17 @@ export function renderCliReference(): string {
     '## Administration while the embedded server runs',
     '',
     'The embedded database (PGlite, in `<data dir>/pglite`) can be opened by one process at a time.',
-    'While `countersign start` or `countersign authority` runs on it, `migrate`, `orgs`, `keys` and',
-    '`policy replay` cannot open it: they change nothing, exit 3 and say what to do instead. Either',
-    'stop the server first, or make the change through the running server\'s API (the message gives',
-    'the `curl` command for the API-key commands), or run Countersign on Postgres (`DATABASE_URL`),',
-    'where administration commands work while servers run.',
+    'While `countersign start` or `countersign authority` runs on it, `migrate`, `orgs` and `keys`',
+    'are run by that server: the command sends itself to the server\'s admin listener, on this machine',
+    'only, with the token the server keeps in `<data dir>/admin-channel.json` (mode 0600, so it takes',
+    'the access that opening the database would). The output is the same; stderr says the server',
+    'ran it.',
+    '',
+    '`policy replay`, and any command when the server cannot take it (it is stopping, or it is a',
+    'version without this channel), change nothing, exit 3 and say what to do instead: stop the',
+    'server first, or make the change through the running server\'s API (the message gives the',
+    '`curl` command for the API-key commands), or run Countersign on Postgres (`DATABASE_URL`), where',
+    'every command opens the database itself while servers run.',
   ];
   for (const entry of COMMANDS) {
     lines.push('', `## countersign ${entry.name}`, '', `${entry.summary[0]?.toUpperCase()}${entry.summary.slice(1)}.`, '', '```', ...entry.usage.map((line) => `countersign ${line}`), '```');

@@ -7,21 +7,24 @@
  *
  * The proxy shares the authority's in-process store (single use and revocation need one store;
  * separate processes need Redis). On first start the proxy gets an API key of its own (scope
- * verify:execute), written to `<data dir>/proxy.key`, mode 0600. A key there that this database
- * does not accept (DATABASE_URL changed since it was written) stops the start with what to do,
- * rather than a proxy that never becomes ready.
+ * verify:execute), written to `<data dir>/proxy.key`, mode 0600; one per database, as the
+ * bootstrap key is: after DATABASE_URL changes, the new database's proxy key goes to
+ * `proxy-<time>.key` beside it, and going back finds each one again. A key of this database that
+ * was revoked or expired stops the start with what to do, rather than a proxy that never becomes
+ * ready.
  *
  * @example
  *   countersign start --config config/authority.yaml --proxy-config config/proxy.yaml
  *   countersign start --config config/authority.yaml --upstream http://127.0.0.1:3000
  */
-import { existsSync } from 'node:fs';
-import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
-import { dirname, resolve } from 'node:path';
+import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
+import type { Logger } from 'pino';
 import { createApiKey, findApiKeyBySecret } from '../authority/api-keys/keys.js';
 import { loadAuthorityConfig } from '../authority/config.js';
 import { startAuthority } from '../authority/main.js';
+import { describeDatabase } from '../authority/orgs/bootstrap.js';
+import { keyFilesOf, PROXY_KEY_FILE, writeKeyFile } from '../authority/orgs/key-files.js';
 import { findOrganization } from '../authority/orgs/organizations.js';
 import type { Db } from '../authority/store/db.js';
 import { systemClock } from '../authority/time.js';
@@ -32,41 +35,55 @@ import { startTelemetry } from '../shared/telemetry/index.js';
 import { UsageError } from '../shared/usage-error.js';
 import { startDemoUpstream, type DemoUpstream } from './demo-upstream.js';
 
-/** `<data dir>/proxy.key` holds a key this database does not accept: the proxy could never get ready. */
+/** The proxy's key file for this database holds a key it no longer accepts: the proxy could never get ready. */
 export class StaleProxyKeyError extends Error {
   readonly code = 'PROXY_KEY_STALE';
 }
 
-/** Why the key in proxy.key will not do, or undefined when it will. */
-async function staleKeyReason(db: Db, file: string, orgId: string): Promise<string | undefined> {
+/** The key in `file`, when this database issued it; null when another database did. */
+async function keyOfThisDatabase(db: Db, file: string) {
   const secret = (await readFile(file, 'utf8')).split('\n')[0]?.trim() ?? '';
-  const found = secret === '' ? null : await findApiKeyBySecret(db, secret);
-  if (!found) return 'this database does not know it: it was issued by another database (was DATABASE_URL changed, or set, since the key was written?)';
+  return secret === '' ? null : findApiKeyBySecret(db, secret);
+}
+
+/** Why a key of this database will not do for the proxy of `orgId`, or undefined when it will. */
+function unusableReason(found: NonNullable<Awaited<ReturnType<typeof keyOfThisDatabase>>>, orgId: string): string | undefined {
   if (found.key.revokedAt) return 'it has been revoked';
   if (found.key.expiresAt && found.key.expiresAt.getTime() <= Date.now()) return 'it has expired';
   if (found.org.id !== orgId) return `it belongs to organization "${found.org.name}", not to the one this proxy serves`;
   return undefined;
 }
 
-/** The proxy's key, made once for organization `default` (or the one named). */
-async function provisionProxyKey(db: Db, file: string, organization: string): Promise<string> {
+/**
+ * The proxy's key file for this database, made once for organization `default` (or the one
+ * named). Each database has its own (key-files.ts): `proxy.key` for the first, `proxy-<time>.key`
+ * for others, each file's first line the key and the next the database it belongs to. The file
+ * whose key this database knows is this database's; a key only another database knows is left
+ * where it is, for when that database is used again.
+ */
+async function provisionProxyKey(db: Db, dataDir: string, organization: string, logger: Logger): Promise<{ orgId: string; file: string }> {
   const org = await findOrganization(db, organization);
   if (!org) throw new Error(`organization "${organization}" does not exist`);
-  if (existsSync(file)) {
-    const reason = await staleKeyReason(db, file, org.id);
+  const files = await keyFilesOf(dataDir, PROXY_KEY_FILE);
+  for (const file of files) {
+    const found = await keyOfThisDatabase(db, file);
+    if (!found) continue;
+    const reason = unusableReason(found, org.id);
     if (reason) {
       throw new StaleProxyKeyError(
         `the proxy's API key in ${file} does not authenticate here: ${reason}. The proxy would never become ready.\n` +
-          `Delete ${file} to have a new key issued on the next start, or set DATABASE_URL back to the database that issued it.`,
+          `Delete ${file} to have a new key issued on the next start.`,
       );
     }
-    return org.id;
+    return { orgId: org.id, file };
   }
+  const database = await describeDatabase(db, dataDir);
   const { secret } = await createApiKey(db, { org, name: 'proxy (countersign start)', scopes: ['verify:execute'], createdBy: 'start' }, systemClock);
-  await mkdir(dirname(file), { recursive: true, mode: 0o700 });
-  await writeFile(file, `${secret}\n`, { mode: 0o600 });
-  await chmod(file, 0o600);
-  return org.id;
+  const { file } = await writeKeyFile(dataDir, PROXY_KEY_FILE, `${secret}\n# the proxy's API key for ${database}\n`, systemClock);
+  if (files.length > 0) {
+    logger.info({ file, kept: files, database }, `the proxy's key for this database (${database}) is in ${file}; ${files.join(', ')} ${files.length === 1 ? 'holds the key' : 'hold the keys'} of another database, kept for when it is used again`);
+  }
+  return { orgId: org.id, file };
 }
 
 /** The user's upstream from --upstream or COUNTERSIGN_PROXY_UPSTREAM, checked; undefined: the demo upstream. */
@@ -124,9 +141,8 @@ export async function runStart(args: string[]): Promise<void> {
     }
     const upstream = { url: external ?? (demo as DemoUpstream).url, close: async () => demo?.close() };
     // Beside the database it belongs to, whatever proxy.yaml says: a key from another data
-    // directory would not authenticate here.
-    const keyFile = resolve(config.data_dir, 'proxy.key');
-    const orgId = await provisionProxyKey(authority.db, keyFile, values.organization as string);
+    // directory, or another database, would not authenticate here.
+    const { orgId, file: keyFile } = await provisionProxyKey(authority.db, config.data_dir, values.organization as string, logger);
     const proxy = await startProxy(proxyFile, {
       logger: root.child({ name: 'proxy' }),
       store: authority.store,

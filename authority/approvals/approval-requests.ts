@@ -32,6 +32,8 @@ export interface ApprovalRequest {
   actionType: string;
   actorId: string;
   bindingHash: string;
+  /** The action's bound facts (shared/permits/binding.ts), what the approver is asked to let through. */
+  boundFacts: Record<string, unknown>;
   riskScore: number;
   reasonCodes: string[];
   status: StoredApprovalStatus;
@@ -53,6 +55,7 @@ interface ApprovalRow {
   action_type: string;
   actor_id: string;
   binding_hash: string;
+  bound_facts: Record<string, unknown>;
   risk_score: number;
   reason_codes: string[];
   status: StoredApprovalStatus;
@@ -75,6 +78,7 @@ const fromRow = (row: ApprovalRow): ApprovalRequest => ({
   actionType: row.action_type,
   actorId: row.actor_id,
   bindingHash: row.binding_hash,
+  boundFacts: row.bound_facts,
   riskScore: row.risk_score,
   reasonCodes: row.reason_codes,
   status: row.status,
@@ -101,6 +105,7 @@ export function approvalToWire(approval: ApprovalRequest, nowMs: number): Approv
     action_type: approval.actionType,
     actor_id: approval.actorId,
     binding_hash: approval.bindingHash,
+    bound_facts: approval.boundFacts,
     risk_score: approval.riskScore,
     reason_codes: approval.reasonCodes,
     status: effectiveStatus(approval, nowMs),
@@ -117,7 +122,7 @@ export function approvalToWire(approval: ApprovalRequest, nowMs: number): Approv
 /** What opening a request takes: the held action's facts, its timeout and who asked. */
 export type NewApprovalRequest = Pick<
   ApprovalRequest,
-  'id' | 'orgId' | 'evaluationId' | 'requestId' | 'actionType' | 'actorId' | 'bindingHash' | 'riskScore' | 'reasonCodes'
+  'id' | 'orgId' | 'evaluationId' | 'requestId' | 'actionType' | 'actorId' | 'bindingHash' | 'boundFacts' | 'riskScore' | 'reasonCodes'
 > & {
   timeoutMs: number;
   /** The credential that asked for the action (`api_key:<id>`, `user:<id>`). */
@@ -133,9 +138,12 @@ export async function openApprovalRequest(tx: Queryable, input: NewApprovalReque
   const expiresAt = new Date(now.getTime() + input.timeoutMs);
   const requestedBy = await identityOfCredential(tx, input.orgId, input.credential);
   await tx.query(
-    `INSERT INTO approval_requests (id, org_id, evaluation_id, request_id, action_type, actor_id, binding_hash, risk_score, reason_codes, status, expires_at, created_at, requested_by)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, $12)`,
-    [input.id, input.orgId, input.evaluationId, input.requestId, input.actionType, input.actorId, input.bindingHash, input.riskScore, input.reasonCodes, expiresAt, now, requestedBy],
+    `INSERT INTO approval_requests (id, org_id, evaluation_id, request_id, action_type, actor_id, binding_hash, risk_score, reason_codes, status, expires_at, created_at, requested_by, bound_facts)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, $12, $13::jsonb)`,
+    [
+      input.id, input.orgId, input.evaluationId, input.requestId, input.actionType, input.actorId, input.bindingHash, input.riskScore, input.reasonCodes, expiresAt, now, requestedBy,
+      JSON.stringify(input.boundFacts),
+    ],
   );
   await appendAuditEvents(
     tx,

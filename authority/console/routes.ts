@@ -1,8 +1,9 @@
 /**
  * The console at /console (docs/console.md): its built pages, and the few endpoints only the
  * console needs: who is signed in, signing in (identity provider, or an API key in development),
- * and signing out. Everything the pages show and change goes through the public API, which
- * accepts the session cookie (authority/auth/authenticate.ts).
+ * signing out, and the names of the API keys its pages show by id (identities.ts). Everything the
+ * pages show and change goes through the public API, which accepts the session cookie
+ * (authority/auth/authenticate.ts).
  *
  * The session cookie is HttpOnly and SameSite=Strict (and Secure, `__Host-` prefixed, over TLS).
  * The cookie that carries a sign-in in progress is SameSite=Lax: the identity provider sends the
@@ -23,6 +24,7 @@ import type { SecretBox } from '../signing/secret-box.js';
 import type { Db } from '../store/db.js';
 import type { Clock } from '../time.js';
 import { readCookie, setCookieHeader } from './cookies.js';
+import { consoleIdentityRoutes } from './identities.js';
 import { ConsoleOidc, ConsoleSignInError, SIGN_IN_WINDOW_SECONDS } from './oidc.js';
 import { createConsoleSession, csrfTokenFor, deleteConsoleSession, findConsoleSession, SECURE_SESSION_COOKIE, SESSION_COOKIE } from './sessions.js';
 import { CONSOLE_CSP, CONSOLE_HEADERS, consoleFile, loadConsoleFiles, type ConsoleFiles } from './static.js';
@@ -58,6 +60,7 @@ export function consoleRoutes(app: FastifyInstance, deps: ConsoleRouteDeps): voi
         )
       : null;
   let files: ConsoleFiles | null | undefined = deps.consoleFiles;
+  consoleIdentityRoutes(app, { db });
 
   const secure = (request: FastifyRequest) => request.protocol === 'https';
   const redirectUri = (request: FastifyRequest) => `${publicOrigin(config, request)}${CALLBACK_PATH}`;

@@ -68,8 +68,8 @@ export interface NewEscalation {
   /** The identity behind `createdBy`; looked up from the credential when absent (evaluate's path). */
   creatorIdentity?: string | undefined;
   requestId?: string | null | undefined;
-  /** The action's binding hash when evaluate opens it; null via the API. */
-  bindingHash?: string | null | undefined;
+  /** The action's binding hash and bound facts when evaluate opens it; none via the API. */
+  binding?: { hash: string; facts: Record<string, unknown> } | null | undefined;
   /** The organization's auto-approve threshold (`autoApproveThreshold`); null or absent: off. */
   autoApproveBelow?: number | null | undefined;
 }
@@ -144,7 +144,8 @@ export async function createEscalation(tx: Queryable, input: NewEscalation, cloc
     fallbackDecision,
     timeoutAt: new Date(now.getTime() + first.timeoutMs),
     metadata: input.metadata ?? {},
-    bindingHash: input.bindingHash ?? null,
+    bindingHash: input.binding?.hash ?? null,
+    boundFacts: input.binding?.facts ?? null,
     createdBy: input.createdBy,
     creatorIdentity: input.creatorIdentity ?? (await identityOfCredential(tx, input.orgId, input.createdBy)),
     requestId: input.requestId ?? null,

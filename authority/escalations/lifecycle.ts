@@ -42,6 +42,8 @@ export interface Escalation {
   timeoutAt: Date;
   metadata: Record<string, unknown>;
   bindingHash: string | null;
+  /** The action's bound facts, with `bindingHash`: escalations opened by evaluate; null via the API. */
+  boundFacts: Record<string, unknown> | null;
   /** The credential that created it; with `agentId`, the requester who may not vote. */
   createdBy: string;
   /** The identity behind `createdBy` (auth/identity.ts): none of its keys may vote. */

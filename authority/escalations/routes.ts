@@ -130,7 +130,7 @@ export function escalationRoutes(app: FastifyInstance, deps: EscalationRouteDeps
                   createdBy: principal.credential,
                   creatorIdentity: await identityOf(tx, principal),
                   requestId: request.id,
-                  bindingHash: null,
+                  binding: null,
                   autoApproveBelow: autoApproveThreshold(deps.config.escalations, principal.org.id),
                 },
                 deps.clock,

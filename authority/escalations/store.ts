@@ -27,6 +27,7 @@ interface EscalationRow {
   timeout_at: Date;
   metadata: Record<string, unknown>;
   binding_hash: string | null;
+  bound_facts: Record<string, unknown> | null;
   created_by: string;
   creator_identity: string;
   request_id: string | null;
@@ -64,6 +65,7 @@ const fromRow = (row: EscalationRow): Escalation => ({
   timeoutAt: row.timeout_at,
   metadata: row.metadata,
   bindingHash: row.binding_hash,
+  boundFacts: row.bound_facts,
   createdBy: row.created_by,
   creatorIdentity: row.creator_identity,
   requestId: row.request_id,
@@ -95,13 +97,14 @@ export async function insertEscalation(tx: Queryable, escalation: Escalation): P
   await tx.query(
     `INSERT INTO escalations (id, org_id, status, agent_id, escalation_reason, proposed_action, risk_score, tiers, tier,
        min_approvers, fallback_decision, timeout_at, metadata, binding_hash, created_by, request_id, resolution, outcome,
-       resolved_at, created_at, updated_at, creator_identity)
-     VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::jsonb, $9, $10, $11, $12, $13::jsonb, $14, $15, $16, $17, $18, $19, $20, $21, $22)`,
+       resolved_at, created_at, updated_at, creator_identity, bound_facts)
+     VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::jsonb, $9, $10, $11, $12, $13::jsonb, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23::jsonb)`,
     [
       e.id, e.orgId, e.status, e.agentId, e.escalationReason,
       e.proposedAction === null ? null : JSON.stringify(e.proposedAction), e.riskScore, JSON.stringify(e.tiers), e.tier,
       e.minApprovers, e.fallbackDecision, e.timeoutAt, JSON.stringify(e.metadata), e.bindingHash, e.createdBy, e.requestId,
       e.resolution, e.outcome, e.resolvedAt, e.createdAt, e.updatedAt, e.creatorIdentity,
+      e.boundFacts === null ? null : JSON.stringify(e.boundFacts),
     ],
   );
 }

@@ -36,6 +36,7 @@ export function escalationToWire(escalation: Escalation): EscalationWire {
     resolvedAt: isoOrNull(escalation.resolvedAt),
     createdBy: escalation.createdBy,
     bindingHash: escalation.bindingHash,
+    boundFacts: escalation.boundFacts,
     updatedAt: escalation.updatedAt.toISOString(),
   };
 }

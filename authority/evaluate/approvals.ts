@@ -47,14 +47,25 @@ export interface HumanApprovalInput {
   evaluationId: string;
   /** The action's standard binding hash (see ApprovalContext). */
   bindingHash: string;
+  /**
+   * The action's bound facts, the class's own bound keys included: what the approvers are shown.
+   * The approval or escalation keeps these and nothing else of the context.
+   */
+  boundFacts: Record<string, unknown>;
   config: AuthorityConfig;
   clock: Clock;
   now: Date;
 }
 
+/** The bound facts other than the two that name the action itself. */
+function contextOf(boundFacts: Record<string, unknown>): Record<string, unknown> {
+  const { action_type: _type, actor_id: _actor, ...context } = boundFacts;
+  return context;
+}
+
 /** The approval request or escalation a `hold` or `escalate` opens; null for other decisions. */
 export function planHumanApproval(input: HumanApprovalInput): HumanApproval | null {
-  const { decided, principal, request, requestId, evaluationId, bindingHash, now } = input;
+  const { decided, principal, request, requestId, evaluationId, bindingHash, boundFacts, now } = input;
   const orgId = principal.org.id;
   if (decided.decision === 'hold' && decided.hold) {
     const id = randomUUID();
@@ -65,7 +76,7 @@ export function planHumanApproval(input: HumanApprovalInput): HumanApproval | nu
         await openApprovalRequest(
           tx,
           {
-            id, orgId, evaluationId, requestId, actionType: request.action_type, actorId: request.actor_id, bindingHash,
+            id, orgId, evaluationId, requestId, actionType: request.action_type, actorId: request.actor_id, bindingHash, boundFacts,
             riskScore: decided.risk.score, reasonCodes: decided.reasonCodes, timeoutMs, credential: principal.credential,
           },
           now,
@@ -87,7 +98,8 @@ export function planHumanApproval(input: HumanApprovalInput): HumanApproval | nu
             orgId,
             agentId: request.actor_id,
             escalationReason: decided.reasonCodes.join(', '),
-            proposedAction: { action_type: request.action_type, actor_id: request.actor_id, context: request.context },
+            // Readable by any credential of the organization: the bound facts, never the whole context.
+            proposedAction: { action_type: request.action_type, actor_id: request.actor_id, context: contextOf(boundFacts) },
             riskScore: decided.risk.score,
             quorumRequired: settings.quorum,
             approverPoolSize: settings.approverPoolSize,
@@ -97,7 +109,7 @@ export function planHumanApproval(input: HumanApprovalInput): HumanApproval | nu
             metadata: { evaluation_id: evaluationId, action_class: decided.actionClass, reason_codes: decided.reasonCodes },
             createdBy: principal.credential,
             requestId,
-            bindingHash,
+            binding: { hash: bindingHash, facts: boundFacts },
             autoApproveBelow: autoApproveThreshold(input.config.escalations, orgId),
           },
           input.clock,

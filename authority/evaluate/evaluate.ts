@@ -199,7 +199,7 @@ async function evaluateOnce(
 
   // A hold or escalate opens a human approval, and a permit backed by approvals uses them up: both
   // in a transaction of their own with the evaluation. Everything else shares group commit.
-  const human = mode === 'live' ? planHumanApproval({ decided, principal, request, requestId, evaluationId, bindingHash: approvalContext.bindingHash, config: deps.config, clock: deps.clock, now }) : null;
+  const human = mode === 'live' ? planHumanApproval({ decided, principal, request, requestId, evaluationId, bindingHash: approvalContext.bindingHash, boundFacts: bound.facts, config: deps.config, clock: deps.clock, now }) : null;
   const usesApprovals = permit !== null && approvals.accepted.length > 0;
   let response: EvaluateResponse;
   let outcome: EvaluationOutcome;

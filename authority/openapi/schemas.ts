@@ -9,7 +9,7 @@
  */
 import { z } from 'zod';
 import { ApiKeyRecord } from '../../shared/wire/api-keys.js';
-import { ApprovalRecord } from '../../shared/wire/approvals.js';
+import { ApprovalRecord, BoundFacts } from '../../shared/wire/approvals.js';
 import { AuthzenActionSearchResponse, AuthzenSubjectSearchResponse } from '../../shared/wire/authzen-search.js';
 import { AuthzenAction, AuthzenConfiguration, AuthzenDecision, AuthzenDecisionContext, AuthzenErrorContext, AuthzenEvaluationItem, AuthzenEvaluationsResponse, AuthzenResource, AuthzenSubject } from '../../shared/wire/authzen.js';
 import { AuditBundle, AuditCheckpointWire, AuditEventWire, AuditPublicKeyWire } from '../../shared/wire/audit.js';
@@ -23,12 +23,17 @@ export const COMPONENT_SCHEMAS = z.registry<{ id: string; description?: string }
 
 const named: Array<[z.ZodType, string, string]> = [
   [ApiKeyRecord, 'ApiKeyRecord', 'An API key, without its secret.'],
-  [ApprovalRecord, 'ApprovalRecord', 'An approval request opened by a `hold`.'],
+  [ApprovalRecord, 'ApprovalRecord', 'An approval request opened by a `hold`, with the bound facts of the action it would let through.'],
+  [
+    BoundFacts,
+    'BoundFacts',
+    'The facts of an action that approvers are asked to let through, as a permit for it binds them: `action_type`, `actor_id`, whichever of `environment`, `target` (`{type, id}`), `amount_usd` and `account_code` it has, and the context keys its action class binds. Nothing else of the evaluation\'s context.',
+  ],
   [AuditEventWire, 'AuditEvent', 'One event of the organization\'s hash chain.'],
   [AuditBundle, 'AuditBundle', 'A signed export of a sequence range of the chain.'],
   [AuditCheckpointWire, 'AuditCheckpoint', 'A signed statement of the chain head at a sequence.'],
   [AuditPublicKeyWire, 'AuditPublicKey', 'A key that verifies audit bundles and checkpoints.'],
-  [EscalationWire, 'Escalation', 'A human-in-the-loop escalation.'],
+  [EscalationWire, 'Escalation', 'A human-in-the-loop escalation. One opened by evaluate carries the bound facts of its action (`boundFacts`); one created through the API is bound to no action (`bindingHash` and `boundFacts` null).'],
   [ApprovalRecordWire, 'EscalationVote', 'One vote on an escalation.'],
   [QuorumProgressWire, 'QuorumProgress', 'Votes counted against the current tier\'s quorum.'],
   [EvaluateResponse, 'EvaluateResponse', 'The decision on an action.'],

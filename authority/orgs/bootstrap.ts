@@ -7,15 +7,14 @@
  *
  * An existing bootstrap.json is never overwritten: it holds the admin key of another database
  * (the embedded one, before DATABASE_URL pointed at an empty Postgres, say), which would be lost.
- * The new key then goes to `bootstrap-<time>.json` beside it, and a warning names both files and
- * both databases.
+ * The new key then goes to `bootstrap-<time>.json` beside it (key-files.ts), and a warning names
+ * both files and both databases.
  *
  * @example
  *   const result = await bootstrap(db, { dataDir: '.countersign', clock, logger });
  *   result?.file; // '.countersign/bootstrap.json', or '.countersign/bootstrap-20261125T101500Z.json'
  */
-import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, writeFile, chmod } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { extname, join, resolve } from 'node:path';
 import { SCOPES } from '../../shared/wire/scopes.js';
 import { createApiKey } from '../api-keys/keys.js';
@@ -23,6 +22,7 @@ import type { PolicyFormat, PolicyVersions } from '../policy/versions.js';
 import type { Db } from '../store/db.js';
 import { packageRoot } from '../store/migrate.js';
 import type { Clock } from '../time.js';
+import { BOOTSTRAP_FILE, writeKeyFile } from './key-files.js';
 import { createOrganization } from './organizations.js';
 
 const BOOTSTRAP_LOCK = 7_270_001;
@@ -69,18 +69,6 @@ export async function describeDatabase(db: Db, dataDir: string): Promise<string>
   return `postgres://${row.user}@${where}/${row.name}`;
 }
 
-/** Writes `body` to `file` unless it exists; false when it does. */
-async function writeNew(file: string, body: string): Promise<boolean> {
-  try {
-    await writeFile(file, body, { mode: 0o600, flag: 'wx' });
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
-    throw error;
-  }
-  await chmod(file, 0o600);
-  return true;
-}
-
 /** The database an existing bootstrap file records, for the warning. */
 async function recordedDatabase(file: string): Promise<string> {
   try {
@@ -90,20 +78,6 @@ async function recordedDatabase(file: string): Promise<string> {
     // Unreadable or not JSON: still not ours to overwrite.
   }
   return 'not recorded';
-}
-
-/** Writes the admin key: bootstrap.json when free, else a new bootstrap-<time>.json beside it. */
-async function writeBootstrapFile(dataDir: string, content: object, clock: Clock): Promise<{ file: string; kept: string | null }> {
-  await mkdir(dataDir, { recursive: true, mode: 0o700 });
-  const body = `${JSON.stringify(content, null, 2)}\n`;
-  const primary = resolve(join(dataDir, 'bootstrap.json'));
-  if (await writeNew(primary, body)) return { file: primary, kept: null };
-  const stamp = new Date(clock.now()).toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
-  for (const suffix of ['', ...Array.from({ length: 3 }, () => `-${randomBytes(3).toString('hex')}`)]) {
-    const file = resolve(join(dataDir, `bootstrap-${stamp}${suffix}.json`));
-    if (await writeNew(file, body)) return { file, kept: primary };
-  }
-  throw new Error(`cannot find a free file name for the bootstrap key in ${dataDir}`);
 }
 
 /** Bootstraps an empty database; resolves null when organizations already exist. */
@@ -127,7 +101,7 @@ export async function bootstrap(db: Db, options: BootstrapOptions): Promise<Boot
     if (options.bootstrapKey !== undefined) return { organizationId: org.id, apiKeyId: key.id, file: null, kept: null };
     // Written before the commit: if the file cannot be written, nothing is created and the
     // next start tries again, rather than leaving an admin key nobody has.
-    const { file, kept } = await writeBootstrapFile(options.dataDir, { organization_id: org.id, api_key: secret, database }, options.clock);
+    const { file, kept } = await writeKeyFile(options.dataDir, BOOTSTRAP_FILE, `${JSON.stringify({ organization_id: org.id, api_key: secret, database }, null, 2)}\n`, options.clock);
     if (kept !== null) {
       const keptDatabase = await recordedDatabase(kept);
       options.logger?.warn(

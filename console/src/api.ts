@@ -178,8 +178,8 @@ export async function respondToEscalation(id: string, decision: VoteDecision, no
 }
 
 /**
- * The `evaluation.decided` audit event of one evaluation: the only public record of the action's
- * full context (environment, target, amount, …) and which of its facts were bound. Needs audit:read.
+ * The `evaluation.decided` audit event of one evaluation: the record of the action's full context
+ * (environment, target, amount, …) and which of its facts were bound. Needs audit:read.
  */
 export async function getEvaluationEvent(evaluationId: string, signal?: AbortSignal): Promise<AuditEventsResponse['events'][number] | null> {
   const query = new URLSearchParams({ type: 'evaluation.decided', resource_id: evaluationId, limit: '1' });

@@ -2,15 +2,13 @@
  * What the inbox shows, gathered from the public API: pending approval requests, open
  * escalations with their votes and quorum progress, and each action's bound facts.
  *
- * Approval records carry only the action's type and actor; the rest of the action (environment,
- * target, amount, …) is in the evaluation's `evaluation.decided` audit event, read once per
- * evaluation (it never changes) when the session holds audit:read. Without it, the item says so.
+ * Approval requests and the escalations evaluate opens carry their action's bound facts
+ * (environment, target, amount, account and the class's own bound keys), so whoever may read
+ * the request sees what a vote would let through, with no other permission.
  */
 import {
   ApiError,
   getEscalation,
-  getEvaluationEvent,
-  isAbort,
   listEscalations,
   listPendingApprovals,
   type ApprovalRecord,
@@ -28,7 +26,7 @@ export interface Fact {
 }
 
 export type FactsView =
-  /** The evaluation's bound facts, other than action type and actor (shown on their own). */
+  /** The action's bound facts, other than action type and actor (shown on their own). */
   | { kind: 'bound'; facts: Fact[] }
   /** An escalation created through the API: a free-form payload, bound to nothing. */
   | { kind: 'proposed'; facts: Fact[] }
@@ -73,38 +71,14 @@ const OWN_FIELDS = new Set(['action_type', 'actor_id']);
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 const strings = (value: unknown): string[] | null => (Array.isArray(value) && value.every((item) => typeof item === 'string') ? value : null);
 
-/** The facts of `context` that were bound: `names` when the evaluation listed them, else the standard ones it holds. */
-function boundFrom(context: Record<string, unknown>, names: string[] | null): Fact[] {
-  // The standard facts first, in the order people read an action by; then the policy's own.
-  const ordered = names === null ? STANDARD_FACTS : [...STANDARD_FACTS.filter((name) => names.includes(name)), ...names.filter((name) => !STANDARD_FACTS.includes(name))];
-  return ordered
-    .filter((name) => !OWN_FIELDS.has(name) && context[name] !== undefined)
-    .map((name) => ({ name, label: factLabel(name), value: factValue(name, context[name]) }));
+/** The bound facts as the inbox lists them: the standard ones first, in the order people read an action by; then the policy's own. */
+function boundView(facts: Record<string, unknown>): FactsView {
+  const names = Object.keys(facts).filter((name) => !OWN_FIELDS.has(name));
+  const ordered = [...STANDARD_FACTS.filter((name) => names.includes(name)), ...names.filter((name) => !STANDARD_FACTS.includes(name)).sort()];
+  return { kind: 'bound', facts: ordered.map((name) => ({ name, label: factLabel(name), value: factValue(name, facts[name]) })) };
 }
 
-// Evaluations never change, so their facts are read once per page load. Failures are not kept.
-const evaluationFacts = new Map<string, Fact[]>();
-
-async function factsOfEvaluation(evaluationId: string, session: SignedInSession, fallback: FactsView | null, signal: AbortSignal): Promise<FactsView> {
-  const known = evaluationFacts.get(evaluationId);
-  if (known) return { kind: 'bound', facts: known };
-  if (!session.permissions.includes('audit:read')) {
-    return fallback ?? { kind: 'unavailable', why: 'The environment, target, amount and other bound facts are in the audit log, which needs the audit:read permission.' };
-  }
-  try {
-    const event = await getEvaluationEvent(evaluationId, signal);
-    const details = event?.payload.details;
-    if (!details || !isRecord(details.context)) return fallback ?? { kind: 'unavailable', why: 'The evaluation behind this request was not found in the audit log.' };
-    const facts = boundFrom(details.context, strings(details.bound_facts));
-    evaluationFacts.set(evaluationId, facts);
-    return { kind: 'bound', facts };
-  } catch (error) {
-    if (isAbort(error) || !(error instanceof ApiError) || error.status === 401) throw error;
-    return fallback ?? { kind: 'unavailable', why: `The bound facts could not be read: ${error.message}` };
-  }
-}
-
-async function approvalItem(approval: ApprovalRecord, session: SignedInSession, signal: AbortSignal): Promise<ApprovalItem> {
+function approvalItem(approval: ApprovalRecord): ApprovalItem {
   return {
     kind: 'approval',
     id: approval.id,
@@ -117,32 +91,19 @@ async function approvalItem(approval: ApprovalRecord, session: SignedInSession, 
     requestedAt: approval.created_at,
     deadline: approval.expires_at,
     status: approval.status,
-    facts: await factsOfEvaluation(approval.evaluation_id, session, null, signal),
+    facts: boundView(approval.bound_facts),
   };
 }
 
-/** An escalation's item; `facts` may be given when known already (after a vote). */
-export async function escalationItem(
-  escalation: EscalationWire,
-  votes: ApprovalRecordWire[],
-  progress: QuorumProgressWire,
-  session: SignedInSession,
-  signal: AbortSignal,
-  facts?: FactsView,
-): Promise<EscalationItem> {
+/** What an escalation is about: the bound facts evaluate gave it, else what its creator proposed. */
+function escalationFacts(escalation: EscalationWire): FactsView {
+  if (escalation.boundFacts !== null) return boundView(escalation.boundFacts);
+  const entries = Object.entries(escalation.proposedAction ?? {}).map(([name, value]) => ({ name, label: name, value: factValue(name, value) }));
+  return entries.length > 0 ? { kind: 'proposed', facts: entries } : { kind: 'unavailable', why: 'This escalation was created through the API and describes no action beyond its reason.' };
+}
+
+export function escalationItem(escalation: EscalationWire, votes: ApprovalRecordWire[], progress: QuorumProgressWire): EscalationItem {
   const proposed = isRecord(escalation.proposedAction) ? escalation.proposedAction : {};
-  const evaluationId = escalation.metadata.evaluation_id;
-  // Opened by evaluate: proposedAction is {action_type, actor_id, context} and metadata names the evaluation.
-  const fromEvaluate = escalation.bindingHash !== null && typeof evaluationId === 'string';
-  const context = isRecord(proposed.context) ? proposed.context : null;
-  let view: FactsView;
-  if (facts) view = facts;
-  else if (fromEvaluate) {
-    view = await factsOfEvaluation(evaluationId, session, context ? { kind: 'bound', facts: boundFrom(context, null) } : null, signal);
-  } else {
-    const entries = Object.entries(proposed).map(([name, value]) => ({ name, label: name, value: factValue(name, value) }));
-    view = entries.length > 0 ? { kind: 'proposed', facts: entries } : { kind: 'unavailable', why: 'This escalation was created through the API and describes no action beyond its reason.' };
-  }
   return {
     kind: 'escalation',
     id: escalation.id,
@@ -157,7 +118,7 @@ export async function escalationItem(
     requestedAt: escalation.createdAt,
     deadline: escalation.timeoutAt,
     status: escalation.status,
-    facts: view,
+    facts: escalationFacts(escalation),
   };
 }
 
@@ -169,7 +130,7 @@ async function pendingApprovals(session: SignedInSession, notices: string[], sig
   }
   const list = await listPendingApprovals(signal);
   if (list.next_cursor !== null) notices.push(`Only the newest ${list.approvals.length} pending approval requests are shown.`);
-  return Promise.all(list.approvals.map((approval) => approvalItem(approval, session, signal)));
+  return list.approvals.map(approvalItem);
 }
 
 async function openEscalations(session: SignedInSession, notices: string[], signal: AbortSignal): Promise<EscalationItem[]> {
@@ -187,7 +148,7 @@ async function openEscalations(session: SignedInSession, notices: string[], sign
     open.map(async (escalation) => {
       try {
         const detail = await getEscalation(escalation.id, signal);
-        return await escalationItem(detail.escalation, detail.approvalRecords, detail.quorumProgress, session, signal);
+        return escalationItem(detail.escalation, detail.approvalRecords, detail.quorumProgress);
       } catch (error) {
         // Gone between the list and the detail: nothing to decide any more.
         if (error instanceof ApiError && error.status === 404) return null;

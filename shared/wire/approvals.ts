@@ -1,7 +1,8 @@
 /**
  * Approval requests on the wire: what a `hold` opens (`approval_request_id` in the evaluate
  * response), `GET /v1/approvals`, `GET /v1/approvals/:id` (approvals:read) and
- * `POST /v1/approvals/:id/resolve` (approvals:write).
+ * `POST /v1/approvals/:id/resolve` (approvals:write). Each request carries the bound facts of its
+ * action (`bound_facts`), so that whoever may read it sees what it would let through.
  *
  * @example
  *   POST /v1/approvals/2f0c…/resolve  { "decision": "approve", "note": "checked with treasury" }
@@ -12,6 +13,14 @@ import { isRecordable, RECORDABLE_MESSAGE } from './recordable-text.js';
 
 export const APPROVAL_STATUSES = ['pending', 'approved', 'rejected', 'expired'] as const;
 
+/**
+ * What an approver is asked to let through: the facts of the action as a permit for it binds them
+ * (`action_type`, `actor_id`, whichever of `environment`, `target`, `amount_usd` and
+ * `account_code` it has, and the context keys its action class binds). Never the rest of the
+ * evaluation's context.
+ */
+export const BoundFacts = z.record(z.string(), z.unknown());
+
 export const ApprovalRecord = z.object({
   id: z.string(),
   organization_id: z.string(),
@@ -20,6 +29,7 @@ export const ApprovalRecord = z.object({
   action_type: z.string(),
   actor_id: z.string(),
   binding_hash: z.string(),
+  bound_facts: BoundFacts,
   risk_score: z.number(),
   reason_codes: z.array(z.string()),
   status: z.enum(APPROVAL_STATUSES),

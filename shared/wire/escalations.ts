@@ -15,6 +15,7 @@
  *   const { escalation, quorumProgress } = EscalationDetailResponse.parse(await response.json());
  */
 import { z } from 'zod';
+import { BoundFacts } from './approvals.js';
 import { isRecordable, RECORDABLE_MESSAGE } from './recordable-text.js';
 
 export const QUORUM_TIERS = ['single_approver', 'simple_majority', 'two_thirds', 'unanimous'] as const;
@@ -176,6 +177,8 @@ export const EscalationWire = z.object({
   createdBy: z.string(),
   /** The binding hash of the action, for escalations opened by evaluate; null otherwise. */
   bindingHash: z.string().nullable(),
+  /** The action's bound facts, for escalations opened by evaluate; null for those created through the API. */
+  boundFacts: BoundFacts.nullable(),
   updatedAt: z.string(),
 });
 export type EscalationWire = z.infer<typeof EscalationWire>;

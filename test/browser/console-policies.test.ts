@@ -5,12 +5,14 @@
  * - state is prepared through the API with the acme admin key: a second policy version (the
  *   example policy with a comment line), a webhook subscription, one delivery dead-lettered by a
  *   real worker pass (its target resolves to loopback, which the default configuration refuses
- *   at connect time) and one left pending;
+ *   at connect time) and one left pending; and a second subscription whose test delivery a real
+ *   receiver on loopback answered 204;
  * - an administrator (ada) sees the current version, both versions newest first, a line diff of a
  *   draft against the current text (the changed line as `-`/`+` with "removed"/"added" in words),
  *   a broken draft's problem with its path and line, a good draft said valid; the subscription,
  *   its deliveries filtered to the dead letter, and Replay taking it back to pending, as the API
- *   then reports it too;
+ *   then reports it too; the delivered delivery says so and what the receiver answered, with no
+ *   "last error" (a success is not an error), as does the delivery not yet attempted;
  * - the same page fits a 375-pixel phone with a long line in the diff;
  * - a viewer (vic: policy:read) sees the policy and its versions, and is told that validating
  *   needs policy:write and that webhooks need webhooks:write;
@@ -32,6 +34,7 @@ import { appBackends } from '../helpers/backends.js';
 import { BROWSER_NOT_RUN_REASON, chromiumPath, launchBrowser, newPage, type TestPage } from '../helpers/browser.js';
 import { checkPage, screenshot, signIn, withConsole, type Setup } from '../helpers/console-harness.js';
 import type { Harness } from '../helpers/proxy-harness.js';
+import { startReceiver } from '../helpers/webhook-receiver.js';
 
 const COMMENT = '# console test: version 2 adds this comment';
 const DRAFT_COMMENT = '# console test: a draft changes this comment';
@@ -55,6 +58,31 @@ interface Prepared {
   hookId: string;
   deadId: string;
   pendingId: string;
+  /** The test delivery of a second subscription, which the receiver answered 204. */
+  deliveredId: string;
+}
+
+/** One worker pass, with deliveries to any host name going to 127.0.0.1 (allowed there only when `allowPrivate`). */
+async function workerPass(h: Harness, allowPrivate: boolean) {
+  const agent = deliveryAgent({ allowPrivate, resolve: (_host, _options, callback) => callback(null, [{ address: '127.0.0.1', family: 4 }]) });
+  const worker = startWebhookWorker(
+    {
+      db: h.authority.backend.db,
+      box: h.authority.secrets,
+      clock: h.clock,
+      metrics: h.authority.metrics,
+      config: parseAuthorityConfig({}).webhooks,
+      logger: createLogger({ name: 'webhooks', level: 'silent' }),
+      dispatcher: agent,
+    },
+    { timer: false },
+  );
+  try {
+    return await worker.runOnce();
+  } finally {
+    await worker.stop();
+    await agent.close();
+  }
 }
 
 /** Two policy versions, a subscription, a dead letter and a pending delivery, all through the API (and one worker pass). */
@@ -76,22 +104,23 @@ async function prepare(t: Test, h: Harness): Promise<Prepared> {
   })) as { subscription: unknown };
   const hook = WebhookSubscriptionWire.parse(created.subscription);
   const { delivery_id: deadId } = (await admin(h, 'POST', '/v1/webhooks', { action: 'test', id: hook.id })) as { delivery_id: string };
-  const agent = deliveryAgent({ allowPrivate: false, resolve: (_host, _options, callback) => callback(null, [{ address: '127.0.0.1', family: 4 }]) });
-  const worker = startWebhookWorker(
-    {
-      db: h.authority.backend.db,
-      box: h.authority.secrets,
-      clock: h.clock,
-      metrics: h.authority.metrics,
-      config: parseAuthorityConfig({}).webhooks,
-      logger: createLogger({ name: 'webhooks', level: 'silent' }),
-      dispatcher: agent,
-    },
-    { timer: false },
-  );
-  t.match(await worker.runOnce(), { sent: 1, failed: 1, deadLettered: 1 }, 'the worker pass dead-letters the test delivery');
-  await worker.stop();
-  await agent.close();
+  t.match(await workerPass(h, false), { sent: 1, failed: 1, deadLettered: 1 }, 'the worker pass dead-letters the test delivery');
+
+  // A receiver that answers 204, behind a public-looking name that this worker pass sends to loopback.
+  const receiver = await startReceiver();
+  t.teardown(() => receiver.close());
+  const received = (await admin(h, 'POST', '/v1/webhooks', {
+    action: 'create',
+    name: 'ops-receiver',
+    url: `http://receiver.example.com:${new URL(receiver.url).port}/hooks`,
+    event_types: ['policy.updated'],
+  })) as { subscription: unknown };
+  const deliveredHook = WebhookSubscriptionWire.parse(received.subscription);
+  const { delivery_id: deliveredId } = (await admin(h, 'POST', '/v1/webhooks', { action: 'test', id: deliveredHook.id })) as { delivery_id: string };
+  t.match(await workerPass(h, true), { sent: 1, failed: 0 }, 'the receiver takes the second subscription\'s test delivery');
+  t.equal(receiver.received.length, 1);
+  t.match((await deliveriesOf(h, deliveredHook.id))[0], { id: deliveredId, status: 'delivered', last_status_code: 204 }, 'the API reports it delivered, with the 204');
+
   h.clock.advance(1_000); // the next delivery is the newer one
   const { delivery_id: pendingId } = (await admin(h, 'POST', '/v1/webhooks', { action: 'test', id: hook.id })) as { delivery_id: string };
   const deliveries = await deliveriesOf(h, hook.id);
@@ -103,7 +132,7 @@ async function prepare(t: Test, h: Harness): Promise<Prepared> {
     ],
     'the API lists a pending delivery and a dead letter',
   );
-  return { source, hookId: hook.id, deadId, pendingId };
+  return { source, hookId: hook.id, deadId, pendingId, deliveredId };
 }
 
 async function openPolicies(setup: Setup, tested: TestPage): Promise<void> {
@@ -189,6 +218,13 @@ if (!chromiumPath()) {
           t.match(await deliveryRow(desk, prepared.deadId).getByTestId('delivery-error').textContent(), /private, loopback or link-local/, 'the last error');
           t.match(await deliveryRow(desk, prepared.deadId).textContent(), /Attempts1/, 'the attempts');
           t.equal(await deliveryRow(desk, prepared.pendingId).getByTestId('replay').count(), 0, 'a pending delivery offers no replay');
+          t.equal(await deliveryRow(desk, prepared.pendingId).getByTestId('delivery-error').count(), 0, 'nor an error, before any attempt');
+          const delivered = deliveryRow(desk, prepared.deliveredId);
+          await delivered.waitFor();
+          t.equal(await delivered.getByTestId('delivery-status').textContent(), 'Delivered', 'a delivered delivery says so');
+          t.equal(await delivered.getByTestId('delivery-answer').textContent(), '204: delivered', 'with what the receiver answered');
+          t.equal(await delivered.getByTestId('delivery-error').count(), 0, 'and no "last error": a success is not one');
+          t.notMatch(await delivered.textContent(), /Last error/);
 
           await hook.getByTestId('delivery-filter').selectOption('dead_lettered');
           await deliveryRow(desk, prepared.pendingId).waitFor({ state: 'detached' });

@@ -1,12 +1,13 @@
 /**
  * The `countersign` command as a user meets it (the compiled CLI in dist/, which `npm test` builds
  * first): --version, --help for every command in the catalogue with an example each, usage
- * errors that show the usage of that command only (exit 2), migrate saying what it applied, and
- * exit 3 with what to do when a running server holds the embedded data directory.
+ * errors that show the usage of that command only (exit 2), migrate saying what it applied, the
+ * administration commands run by the server that holds the embedded data directory, and exit 3
+ * with what to do when that server cannot take them.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, readFile, stat, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import t, { type Test } from 'tap';
@@ -162,7 +163,8 @@ t.test('migrate on an empty data directory lists what it applied, then says the 
   t.match(second.stderr, /the schema is up to date/);
 });
 
-t.test('while a server holds the embedded data directory, admin commands exit 3 and say how to do it instead', async (t) => {
+/** `countersign authority` on its own data directory and loopback ports; resolves with its ready line once it is ready. */
+async function runningAuthority(t: Test) {
   const dataDir = await mkdtemp(join(tmpdir(), 'countersign-cli-'));
   const env = { COUNTERSIGN_DATA_DIR: dataDir, COUNTERSIGN_AUTHORITY_LISTEN: '127.0.0.1:0', COUNTERSIGN_AUTHORITY_ADMIN_LISTEN: '127.0.0.1:0' };
   const server = spawn(process.execPath, [CLI, 'authority'], { env: { PATH: process.env.PATH, ...env } });
@@ -170,10 +172,67 @@ t.test('while a server holds the embedded data directory, admin commands exit 3 
   let output = '';
   server.stdout.on('data', (chunk) => (output += String(chunk)));
   server.stderr.on('data', (chunk) => (output += String(chunk)));
-  await new Promise<void>((ready, reject) => {
-    server.stdout.on('data', () => output.includes('"msg":"authority ready') && ready());
+  const ready = await new Promise<{ api: string; admin: string }>((resolveReady, reject) => {
+    server.stdout.on('data', () => {
+      const line = output.split('\n').find((candidate) => candidate.includes('"msg":"authority ready'));
+      if (line) resolveReady(JSON.parse(line));
+    });
     server.once('exit', (code) => reject(new Error(`the authority exited with ${code}:\n${output}`)));
   });
+  return { dataDir, env, server, api: ready.api, output: () => output };
+}
+
+/** GET /v1/api-key-self with `key`: its status, and its scopes when it authenticates. */
+async function keySelf(api: string, key: string): Promise<{ status: number; scopes?: string[] }> {
+  const response = await fetch(`${api}/v1/api-key-self`, { headers: { authorization: `Bearer ${key}` } });
+  return { status: response.status, ...((await response.json()) as { scopes?: string[] }) };
+}
+
+t.test('while a server holds the embedded data directory, it runs the admin commands', async (t) => {
+  const { dataDir, env, server, api, output } = await runningAuthority(t);
+  const channelFile = join(dataDir, 'admin-channel.json');
+  t.equal((await stat(channelFile)).mode & 0o777, 0o600, 'the channel file is readable by its owner only');
+
+  const create = cli(['keys', 'create', '--org', 'default', '--name', 'approver', '--scopes', 'approvals:write,hitl:approve'], env);
+  t.equal(create.status, 0, `keys create works while the server runs: ${create.stderr}`);
+  t.match(create.stderr, `keys create was run by the server that holds the embedded database (PID ${server.pid})`);
+  const created = JSON.parse(create.stdout) as { api_key: { id: string; owner: string }; secret: string };
+  t.equal(created.api_key.owner, `api_key:${created.api_key.id}`, 'the key is its own root identity');
+  t.match(await keySelf(api, created.secret), { status: 200, scopes: ['approvals:write', 'hitl:approve'] }, 'and the running server accepts it at once');
+  t.notOk(output().includes(created.secret), "the server's log never holds the secret");
+  t.notOk(output().includes(JSON.parse(await readFile(channelFile, 'utf8')).token), 'nor the channel token');
+
+  const org = cli(['orgs', 'create', '--name', 'second'], env);
+  t.equal(org.status, 0, org.stderr);
+  t.same((JSON.parse(cli(['orgs', 'list'], env).stdout) as { organizations: Array<{ name: string }> }).organizations.map((each) => each.name).sort(), ['default', 'second']);
+  const listed = JSON.parse(cli(['keys', 'list', '--org', 'default'], env).stdout) as { api_keys: Array<{ id: string }> };
+  t.ok(listed.api_keys.some((key) => key.id === created.api_key.id), 'keys list shows the new key');
+  t.notOk(JSON.stringify(listed).includes(created.secret), 'never its secret');
+
+  const rotated = cli(['keys', 'rotate-signing', '--purpose', 'audit'], env);
+  t.equal(rotated.status, 0, rotated.stderr);
+  t.match(JSON.parse(rotated.stdout), { purpose: 'audit', kid: String, published: Array });
+  const migrated = cli(['migrate'], env);
+  t.same(JSON.parse(migrated.stdout), { applied: [] }, 'migrate: the server is up to date');
+  t.match(migrated.stderr, /the schema is up to date/);
+
+  const revoke = cli(['keys', 'revoke', created.api_key.id, '--org', 'default'], env);
+  t.equal(revoke.status, 0, revoke.stderr);
+  t.equal((await keySelf(api, created.secret)).status, 401, 'a key revoked through the server stops working at once');
+
+  const wrongOrg = cli(['keys', 'create', '--org', 'nope', '--name', 'x', '--scopes', 'audit:read'], env);
+  t.equal(wrongOrg.status, 2, 'a usage error the server finds is still exit 2');
+  t.match(wrongOrg.stderr, /^countersign: no organization "nope"/);
+
+  const replay = cli(['policy', 'replay', '--policy', 'config/policies/default.yaml'], env);
+  t.equal(replay.status, 3, 'policy replay is not run by the server: exit 3');
+  t.match(replay.stderr, `kill -TERM ${server.pid}`);
+});
+
+t.test('a server that cannot take the command: admin commands exit 3 and say how to do it instead', async (t) => {
+  const { dataDir, env, server } = await runningAuthority(t);
+  // As with a server that offers no admin channel.
+  await unlink(join(dataDir, 'admin-channel.json'));
 
   const create = cli(['keys', 'create', '--org', 'default', '--name', 'ci', '--scopes', 'evaluate:write,verify:execute'], env);
   t.equal(create.status, 3);
@@ -189,7 +248,7 @@ t.test('while a server holds the embedded data directory, admin commands exit 3 
   t.equal(revoke.status, 3);
   t.match(revoke.stderr, '/v1/api-keys/some-key-id/revoke');
 
-  for (const args of [['migrate'], ['orgs', 'list'], ['keys', 'rotate-signing'], ['policy', 'replay', '--policy', 'config/policies/default.yaml']]) {
+  for (const args of [['migrate'], ['orgs', 'list'], ['keys', 'rotate-signing']]) {
     const result = cli(args, env);
     t.equal(result.status, 3, `${args.join(' ')} exits 3`);
     t.match(result.stderr, `kill -TERM ${server.pid}`, `${args.join(' ')} says how to stop the server`);

@@ -2,19 +2,22 @@
  * `npm start` for real (`countersign start`): the authority, the demo upstream and the proxy in
  * one process on embedded defaults. The README walkthrough: evaluate → the request through the
  * proxy with the permit → the upstream answers → the audit log holds the whole chain; without a
- * permit, or with it a second time, the upstream is not reached; the development configuration
- * lets a loop of 120 evaluations through, and every log line names its component once.
- * `--upstream URL` (or COUNTERSIGN_PROXY_UPSTREAM) puts the proxy in front of another application
- * instead of the demo upstream; a stale proxy.key stops the start with what to do. Runs the
- * compiled CLI (dist/), which `npm test` builds first.
+ * permit, or with it a second time, the upstream is not reached; a held payment is approved by a
+ * second identity made with `keys create` while start runs; the development configuration lets a
+ * loop of 120 evaluations through, and every log line names its component once. `--upstream URL`
+ * (or COUNTERSIGN_PROXY_UPSTREAM) puts the proxy in front of another application instead of the
+ * demo upstream. The proxy's key is kept per database, as the bootstrap key is: switching between
+ * the embedded database and Postgres needs no file deleted; a key its database revoked stops the
+ * start with what to do. Runs the compiled CLI (dist/), which `npm test` builds first.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtemp, readFile, stat, unlink, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import pg from 'pg';
 import t, { type Test } from 'tap';
 import { request } from 'undici';
 
@@ -147,6 +150,31 @@ t.test('npm start: evaluate, then the request through the proxy reaches the upst
     t.same([...new Set(lines.map((line) => (JSON.parse(line) as { name: string }).name))].sort(), ['authority', 'countersign', 'proxy'], 'the three components name their lines');
   });
 
+  // The README's hold: a second identity, made with the CLI while start runs, approves it.
+  const made = spawnSync(process.execPath, [CLI, 'keys', 'create', '--org', 'default', '--name', 'approver', '--scopes', 'approvals:write,hitl:approve'], {
+    env: startEnv(dataDir),
+    cwd: resolve('.'),
+    encoding: 'utf8',
+  });
+  t.equal(made.status, 0, `keys create works while start runs: ${made.stderr}`);
+  const approverKey = (JSON.parse(made.stdout) as { secret: string }).secret;
+  const payment = (approvals?: string[]) => ({
+    action_type: 'payments.wire',
+    actor_id: 'finance-bot',
+    context: { environment: 'production', amount_usd: 50_000, account_code: 'OPS-001', ...(approvals ? { approvals } : {}) },
+  });
+  const held = await post(`${ready.authority}/v1/evaluate`, payment(), { authorization: `Bearer ${apiKey}` });
+  t.equal(held.json.decision, 'hold', 'a 50,000 USD wire is held');
+  const approvalId = held.json.approval_request_id as string;
+  const resolveAs = (key: string) => post(`${ready.authority}/v1/approvals/${approvalId}/resolve`, { decision: 'approve' }, { authorization: `Bearer ${key}` });
+  t.equal((await resolveAs(apiKey)).status, 403, 'the identity that asked cannot approve it');
+  const approved = await resolveAs(approverKey);
+  t.equal(approved.status, 200, 'the second identity can');
+  t.match(approved.json, { approval: { status: 'approved', bound_facts: { amount_usd: 50_000, account_code: 'OPS-001', environment: 'production' } } }, 'having seen what it approved');
+  const paid = await post(`${ready.authority}/v1/evaluate`, payment([approvalId]), { authorization: `Bearer ${apiKey}` });
+  t.match(paid.json, { decision: 'allow', human_approval_status: 'approved' }, 'the same action again, with the approval: allow');
+  t.ok(paid.json.permit_token, 'with a permit');
+
   child.kill('SIGTERM');
   const [code] = await once(child, 'exit');
   t.equal(code, 0, 'SIGTERM stops all three and exits 0');
@@ -208,27 +236,93 @@ t.test('COUNTERSIGN_PROXY_UPSTREAM has the same effect as --upstream', async (t)
   t.equal((await once(child, 'exit'))[0], 0);
 });
 
-t.test('a proxy.key the database does not know stops start with what to do, instead of a proxy that never gets ready', async (t) => {
+/** The proxy key files in `dataDir`, by name. */
+const proxyKeyFiles = async (dataDir: string) => (await readdir(dataDir)).filter((name) => /^proxy(-.+)?\.key$/.test(name)).sort();
+
+/** Evaluates demo.echo for `id` with `apiKey` and sends it through the proxy: the proxy's status. */
+async function throughTheProxy(ready: Record<string, string>, apiKey: string, id: string): Promise<number> {
+  const decision = await post(`${ready.authority}/v1/evaluate`, { action_type: 'demo.echo', actor_id: 'demo-agent', context: { environment: 'dev', target: { type: 'demo', id } } }, { authorization: `Bearer ${apiKey}` });
+  return (await post(`${ready.proxy}/echo/${id}`, {}, { 'x-service-permit': decision.json.permit_token as string, 'x-actor-id': 'demo-agent' })).status;
+}
+
+const stopped = async (child: ChildProcess) => {
+  child.kill('SIGTERM');
+  return (await once(child, 'exit'))[0] as number | null;
+};
+
+t.test('the proxy key is kept per database: one from another database is left for it, and this one gets its own', async (t) => {
   const dataDir = await mkdtemp(join(tmpdir(), 'countersign-start-'));
-  // As after switching to another database: a well-formed key that this database never issued.
-  const keyFile = join(dataDir, 'proxy.key');
-  await writeFile(keyFile, `ask_test_${'A1'.repeat(20)}\n`, { mode: 0o600 });
-  const result = spawnSync(process.execPath, [CLI, 'start', '--config', 'config/authority.yaml', '--upstream-listen', '127.0.0.1:0'], {
+  // As after switching databases: a well-formed key that this database never issued.
+  const foreign = `ask_test_${'A1'.repeat(20)}\n`;
+  await writeFile(join(dataDir, 'proxy.key'), foreign, { mode: 0o600 });
+  const first = await startCountersign(t, ['--upstream-listen', '127.0.0.1:0'], startEnv(dataDir));
+  const files = await proxyKeyFiles(dataDir);
+  t.equal(files.length, 2, 'a second key file');
+  const own = files.find((name) => name !== 'proxy.key') as string;
+  t.match(own, /^proxy-\d{8}T\d{6}Z\.key$/, 'named like the bootstrap key of a second database');
+  t.equal((await stat(join(dataDir, own))).mode & 0o777, 0o600, 'mode 0600');
+  t.match(await readFile(join(dataDir, own), 'utf8'), new RegExp(`^ask_test_\\w+\\n# the proxy's API key for embedded:${dataDir}`), 'the key, and the database it is for');
+  t.equal(await readFile(join(dataDir, 'proxy.key'), 'utf8'), foreign, "the other database's key is left as it was");
+  t.match(first.output(), `the proxy's key for this database (embedded:${dataDir}) is in ${join(dataDir, own)}`, 'the log says which file is whose');
+  const { api_key: apiKey } = JSON.parse(await readFile(join(dataDir, 'bootstrap.json'), 'utf8'));
+  t.equal(await throughTheProxy(first.ready, apiKey, 'order-1'), 200, 'the proxy works with its own key');
+  t.equal(await stopped(first.child), 0);
+
+  const second = await startCountersign(t, ['--upstream-listen', '127.0.0.1:0'], startEnv(dataDir));
+  t.same(await proxyKeyFiles(dataDir), files, 'on the next start this database finds its own key: no new one');
+  t.equal(await throughTheProxy(second.ready, apiKey, 'order-2'), 200);
+
+  // A key of this database that was revoked (here with the CLI, through the running server) stops the start.
+  const keys = JSON.parse(spawnSync(process.execPath, [CLI, 'keys', 'list', '--org', 'default'], { env: startEnv(dataDir), encoding: 'utf8' }).stdout) as { api_keys: Array<{ id: string; name: string }> };
+  const proxyKey = keys.api_keys.find((key) => key.name === 'proxy (countersign start)') as { id: string };
+  t.equal(spawnSync(process.execPath, [CLI, 'keys', 'revoke', proxyKey.id, '--org', 'default'], { env: startEnv(dataDir), encoding: 'utf8' }).status, 0);
+  t.equal(await stopped(second.child), 0);
+  const refused = spawnSync(process.execPath, [CLI, 'start', '--config', 'config/authority.yaml', '--upstream-listen', '127.0.0.1:0'], {
     env: startEnv(dataDir),
     cwd: resolve('.'),
     encoding: 'utf8',
     timeout: 60_000,
   });
-  t.equal(result.status, 1, `exits 1 by itself: ${result.stderr}`);
-  t.match(result.stderr, `countersign: the proxy's API key in ${keyFile} does not authenticate here`);
-  t.match(result.stderr, /another database/);
-  t.match(result.stderr, `Delete ${keyFile} to have a new key issued`);
-  t.match(result.stderr, /set DATABASE_URL back/);
-  t.notMatch(result.stdout + result.stderr, /"msg":"ready:/, 'nothing reported ready');
+  t.equal(refused.status, 1, `a revoked key of this database stops the start: ${refused.stderr}`);
+  t.match(refused.stderr, `countersign: the proxy's API key in ${join(dataDir, own)} does not authenticate here: it has been revoked`);
+  t.match(refused.stderr, `Delete ${join(dataDir, own)} to have a new key issued`);
+  t.notMatch(refused.stdout + refused.stderr, /"msg":"ready:/, 'nothing reported ready');
+});
 
-  await unlink(keyFile);
-  const { child } = await startCountersign(t, ['--upstream-listen', '127.0.0.1:0'], startEnv(dataDir));
-  t.match(await readFile(keyFile, 'utf8'), /^ask_test_/, 'with the file deleted, a new key is issued and start succeeds');
-  child.kill('SIGTERM');
-  t.equal((await once(child, 'exit'))[0], 0);
+t.test('switching between the embedded database and Postgres needs no file deleted, either way', async (t) => {
+  if (!process.env.DATABASE_URL) {
+    t.comment('the Postgres variant did not run: DATABASE_URL is not set');
+    return;
+  }
+  const admin = new pg.Client({ connectionString: process.env.DATABASE_URL });
+  await admin.connect();
+  const database = `start_${Math.random().toString(36).slice(2, 10)}`;
+  await admin.query(`CREATE DATABASE ${database}`);
+  t.teardown(async () => {
+    await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
+    await admin.end();
+  });
+  const url = new URL(process.env.DATABASE_URL);
+  url.pathname = `/${database}`;
+  const postgresEnv = { DATABASE_URL: url.toString(), COUNTERSIGN_SECRET_KEY: Buffer.alloc(32, 9).toString('base64'), COUNTERSIGN_ALLOW_IN_PROCESS_STORE: '1' };
+  const dataDir = await mkdtemp(join(tmpdir(), 'countersign-start-'));
+  const keyOf = async (file: string) => (JSON.parse(await readFile(join(dataDir, file), 'utf8')) as { api_key: string }).api_key;
+
+  const embedded = await startCountersign(t, ['--upstream-listen', '127.0.0.1:0'], startEnv(dataDir));
+  t.equal(await throughTheProxy(embedded.ready, await keyOf('bootstrap.json'), 'e-1'), 200, 'on the embedded database');
+  t.equal(await stopped(embedded.child), 0);
+  t.same(await proxyKeyFiles(dataDir), ['proxy.key']);
+
+  const onPostgres = await startCountersign(t, ['--upstream-listen', '127.0.0.1:0'], startEnv(dataDir, postgresEnv));
+  const postgresBootstrap = (await readdir(dataDir)).find((name) => /^bootstrap-.+\.json$/.test(name)) as string;
+  t.ok(postgresBootstrap, "Postgres's admin key goes beside the embedded one's");
+  t.equal(await throughTheProxy(onPostgres.ready, await keyOf(postgresBootstrap), 'p-1'), 200, 'then on Postgres, with no file deleted');
+  t.equal(await stopped(onPostgres.child), 0);
+  const both = await proxyKeyFiles(dataDir);
+  t.equal(both.length, 2, "and Postgres's proxy key beside the embedded one's");
+
+  const back = await startCountersign(t, ['--upstream-listen', '127.0.0.1:0'], startEnv(dataDir));
+  t.equal(await throughTheProxy(back.ready, await keyOf('bootstrap.json'), 'e-2'), 200, 'and back on the embedded database, with its own key again');
+  t.same(await proxyKeyFiles(dataDir), both, 'no new key file');
+  t.equal(await stopped(back.child), 0);
 });

@@ -72,6 +72,8 @@ export async function evaluate(setup: Setup, sub: string, body: unknown): Promis
 export interface ConsoleOptions {
   /** More accounts in acme, by sub, beside alice, bob, carol (approvers) and vic (viewer): `{ ada: 'admin' }`. */
   accounts?: Readonly<Record<string, Role>>;
+  /** Offer the development sign-in with an API key too (`console.api_key_sign_in`). */
+  apiKeySignIn?: boolean;
 }
 
 /** An authority whose console signs people in with a real OpenID provider, a proxy and an upstream. */
@@ -109,7 +111,7 @@ export async function withConsole(
       consoleFiles,
       config: {
         auth: { jwt: { issuer, audience: AUDIENCE, jwks_url: `${issuer}/jwks` } },
-        console: { oidc: { client_id: CLIENT_ID, scopes: OIDC_SCOPE.split(' ') } },
+        console: { oidc: { client_id: CLIENT_ID, scopes: OIDC_SCOPE.split(' ') }, api_key_sign_in: options.apiKeySignIn === true },
       },
     },
   );
@@ -129,6 +131,15 @@ export async function signIn(setup: Setup, tested: TestPage, sub: string): Promi
   await page.waitForURL(`${setup.h.authorityUrl}/console/`);
   await page.getByTestId('signed-in-as').waitFor();
   tested.externalRequests.length = 0;
+}
+
+/** Signs in with an API key through the sign-in page's development form; resolves on the inbox. */
+export async function signInWithKey(setup: Setup, tested: TestPage, secret: string): Promise<void> {
+  const { page } = tested;
+  await page.goto(`${setup.h.authorityUrl}/console/`);
+  await page.getByTestId('api-key-input').fill(secret);
+  await page.getByTestId('sign-in-api-key').click();
+  await page.getByTestId('signed-in-as').waitFor();
 }
 
 export const item = (page: Page, id: string) => page.locator(`[data-testid="inbox-item"][data-id="${id}"]`);

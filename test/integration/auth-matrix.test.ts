@@ -121,6 +121,7 @@ const ENDPOINTS: Endpoint[] = [
   { method: 'GET', route: '/console', url: () => '/console', anyOf: null, success: 308 },
   { method: 'GET', route: '/console/*', url: () => '/console/inbox', anyOf: null, success: 200 },
   { method: 'GET', route: '/console/api/session', url: () => '/console/api/session', anyOf: null, success: 200 },
+  { method: 'GET', route: '/console/api/identities', url: (f) => `/console/api/identities?ids=api_key:${f.victimKeyId}`, anyOf: [], success: 200 },
   { method: 'POST', route: '/console/api/sign-in/api-key', url: () => '/console/api/sign-in/api-key', anyOf: [], success: 404 },
   { method: 'POST', route: '/console/api/sign-out', url: () => '/console/api/sign-out', anyOf: [], success: 204 },
   { method: 'GET', route: '/console/sign-in/oidc', url: () => '/console/sign-in/oidc', anyOf: null, success: 404 },

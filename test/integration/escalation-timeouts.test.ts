@@ -210,11 +210,12 @@ for (const backend of appBackends()) {
         metadata: { evaluation_id: 'e-1' },
         createdBy: 'api_key:evaluator',
         requestId: 'req-1',
-        bindingHash: 'bnd-hash',
+        binding: { hash: 'bnd-hash', facts: { action_type: 'payments.wire', actor_id: 'finance-bot', amount_usd: 2_000_000 } },
       };
       const opened = await db.transaction((tx) => createEscalation(tx, input, authority.clock));
       const shown = (await calls.get(opened.id)).escalation;
       t.same([shown.status, shown.bindingHash, shown.quorumRequired, shown.approverPoolSize, shown.createdBy], ['pending', 'bnd-hash', 'two_thirds', 3, 'api_key:evaluator']);
+      t.same(shown.boundFacts, input.binding.facts, 'with the bound facts it was given');
       t.match((await calls.events(opened.id))[0], { type: 'escalation.created', credential: 'api_key:evaluator', details: { binding_hash: 'bnd-hash' } });
 
       let rolledBack = '';

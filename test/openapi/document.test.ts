@@ -21,6 +21,7 @@ const HIDDEN: Readonly<Record<string, string>> = {
   'GET /console': CONSOLE_ONLY,
   'GET /console/*': CONSOLE_ONLY,
   'GET /console/api/session': CONSOLE_ONLY,
+  'GET /console/api/identities': CONSOLE_ONLY,
   'POST /console/api/sign-in/api-key': CONSOLE_ONLY,
   'POST /console/api/sign-out': CONSOLE_ONLY,
   'GET /console/sign-in/oidc': CONSOLE_ONLY,

@@ -7,6 +7,7 @@ import type { SignedInSession, VoteDecision } from '../api';
 import { voteBlockedReason } from '../eligibility';
 import { formatDateTime, formatRisk, statusLabel, timeLeft } from '../format';
 import type { Fact, InboxItem } from '../inbox-data';
+import { Identity } from './identity';
 import { QuorumProgress, VoteList } from './quorum';
 import { VoteForm } from './vote-form';
 import { Row } from './parts';
@@ -31,15 +32,6 @@ function FactRows({ facts }: { facts: Fact[] }) {
           <span data-fact={fact.name}>{fact.value}</span>
         </Row>
       ))}
-    </>
-  );
-}
-
-function Who({ identity, session }: { identity: string; session: SignedInSession }) {
-  return (
-    <>
-      {identity}
-      {identity === session.identity && ' (you)'}
     </>
   );
 }
@@ -82,7 +74,7 @@ export function InboxItemCard({ item, session, nowMs, outcome, onVote }: Props) 
           )}
         </Row>
         <Row label="Requested by">
-          <Who identity={item.requestedBy} session={session} />
+          <Identity identity={item.requestedBy} session={session} />
         </Row>
         <Row label="Requested at">
           <time dateTime={item.requestedAt}>{formatDateTime(item.requestedAt)}</time>
@@ -105,7 +97,7 @@ export function InboxItemCard({ item, session, nowMs, outcome, onVote }: Props) 
           <h4>Quorum</h4>
           <QuorumProgress progress={item.progress} tiers={item.escalation.tiers.length} />
           <h4>Votes</h4>
-          <VoteList item={item} identity={session.identity} />
+          <VoteList item={item} session={session} />
         </>
       )}
       {outcome !== null && (

@@ -8,14 +8,13 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, type SignedInSession } from '../api';
 import { formatDateTime } from '../format';
 import { keyStatus, revokeKey, STATUS_LABELS, type ApiKeyRecord } from '../keys-api';
+import { Identity } from './identity';
 import { Row } from './parts';
 
 interface Props {
   apiKey: ApiKeyRecord;
   session: SignedInSession;
   nowMs: number;
-  /** Every listed key's name by id, to name the key that made or owns this one. */
-  names: ReadonlyMap<string, string>;
   onRotate: (key: ApiKeyRecord) => void;
   onRevoked: (key: ApiKeyRecord) => void;
 }
@@ -24,19 +23,7 @@ function When({ iso, none }: { iso: string | null; none: string }) {
   return iso === null ? <>{none}</> : <time dateTime={iso}>{formatDateTime(iso)}</time>;
 }
 
-/** `user:ada (you)`, or `api_key:<id> (its name)` when that key is in the list. */
-function Who({ identity, session, names }: { identity: string; session: SignedInSession; names: ReadonlyMap<string, string> }) {
-  const name = identity.startsWith('api_key:') ? names.get(identity.slice('api_key:'.length)) : undefined;
-  return (
-    <>
-      <code>{identity}</code>
-      {name !== undefined && ` (the key “${name}”)`}
-      {identity === session.identity && ' (you)'}
-    </>
-  );
-}
-
-export function KeyCard({ apiKey: key, session, nowMs, names, onRotate, onRevoked }: Props) {
+export function KeyCard({ apiKey: key, session, nowMs, onRotate, onRevoked }: Props) {
   const status = keyStatus(key, nowMs);
   const [confirming, setConfirming] = useState(false);
   const [revoking, setRevoking] = useState(false);
@@ -101,10 +88,10 @@ export function KeyCard({ apiKey: key, session, nowMs, names, onRotate, onRevoke
           )}
         </Row>
         <Row label="Created by">
-          <Who identity={key.created_by} session={session} names={names} />
+          <Identity identity={key.created_by} session={session} />
         </Row>
         <Row label="Acts for">
-          <Who identity={key.owner} session={session} names={names} />
+          <Identity identity={key.owner} session={session} />
         </Row>
         <Row label="Created">
           <When iso={key.created_at} none="unknown" />

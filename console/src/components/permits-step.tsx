@@ -5,6 +5,7 @@
  */
 import type { ComponentChildren } from 'preact';
 import type { AuditCheckpointWire, AuditEventWire } from '../permits-api';
+import { Identity } from './identity';
 import { Hash, Row, When } from './parts';
 
 export type StepKind = 'decision' | 'permit' | 'revocation' | 'verification' | 'execution' | 'effect' | 'other';
@@ -169,7 +170,9 @@ function StepDetails({ event }: { event: AuditEventWire }) {
           <Maybe label="Details" value={effectDetails(details)}>
             <code class="hash">{effectDetails(details)}</code>
           </Maybe>
-          <Maybe label="Reported by" value={event.payload.credential} />
+          <Maybe label="Reported by" value={event.payload.credential}>
+            {event.payload.credential !== null && <Identity identity={event.payload.credential} />}
+          </Maybe>
         </>
       );
     case 'other':

@@ -2,11 +2,13 @@
  * The policy deciding now: its version, who stored it and when, its format, and its text, in a
  * box of its own that scrolls sideways (a policy's long lines never widen the page).
  */
+import type { SignedInSession } from '../api';
 import { formatDateTime } from '../format';
 import type { PolicyWire } from '../policies-api';
+import { Identity } from './identity';
 import { CodeBox, Row } from './parts';
 
-export function PolicyCurrent({ policy }: { policy: PolicyWire }) {
+export function PolicyCurrent({ policy, session }: { policy: PolicyWire; session: Pick<SignedInSession, 'identity'> }) {
   return (
     <>
       <dl class="facts">
@@ -14,7 +16,9 @@ export function PolicyCurrent({ policy }: { policy: PolicyWire }) {
           <span data-testid="policy-current-version">{policy.version}</span>
         </Row>
         <Row label="Stored by">
-          <span data-testid="policy-created-by">{policy.created_by}</span>
+          <span data-testid="policy-created-by">
+            <Identity identity={policy.created_by} session={session} />
+          </span>
         </Row>
         <Row label="Stored at">
           <time dateTime={policy.created_at}>{formatDateTime(policy.created_at)}</time>

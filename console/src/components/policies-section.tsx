@@ -68,9 +68,9 @@ export function PolicySection({ session }: { session: SignedInSession }) {
       {load.state === 'ready' && (
         <>
           <h3>Current version</h3>
-          {policy === null ? <p data-testid="policy-none">This organization has no policy yet: every evaluation is denied until one is stored.</p> : <PolicyCurrent policy={policy} />}
+          {policy === null ? <p data-testid="policy-none">This organization has no policy yet: every evaluation is denied until one is stored.</p> : <PolicyCurrent policy={policy} session={session} />}
           <h3>Versions</h3>
-          <PolicyVersions versions={versions} current={policy?.version ?? null} />
+          <PolicyVersions versions={versions} current={policy?.version ?? null} session={session} />
           <h3>Draft</h3>
           <PolicyDraft
             draft={draft}

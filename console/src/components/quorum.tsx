@@ -3,9 +3,10 @@
  * and every vote cast with who cast it, which way and their note. Counts are spelled out in
  * words so that nothing depends on reading a bar or a colour.
  */
-import type { ApprovalRecordWire, QuorumProgressWire } from '../api';
+import type { ApprovalRecordWire, QuorumProgressWire, SignedInSession } from '../api';
 import { formatDateTime, quorumLabel } from '../format';
 import type { EscalationItem } from '../inbox-data';
+import { Identity } from './identity';
 
 export function QuorumProgress({ progress, tiers }: { progress: QuorumProgressWire; tiers: number }) {
   return (
@@ -27,12 +28,11 @@ export function QuorumProgress({ progress, tiers }: { progress: QuorumProgressWi
   );
 }
 
-function Vote({ vote, identity, currentTier }: { vote: ApprovalRecordWire; identity: string; currentTier: number }) {
+function Vote({ vote, session, currentTier }: { vote: ApprovalRecordWire; session: Pick<SignedInSession, 'identity'>; currentTier: number }) {
   return (
     <li data-testid="vote" data-decision={vote.decision}>
       <span class="who-voted">
-        {vote.userId}
-        {vote.userId === identity && ' (you)'}
+        <Identity identity={vote.userId} session={session} />
       </span>{' '}
       <span class={`verdict verdict-${vote.decision}`}>{vote.decision === 'approve' ? 'approved' : 'rejected'}</span>{' '}
       <span class="muted">
@@ -44,12 +44,12 @@ function Vote({ vote, identity, currentTier }: { vote: ApprovalRecordWire; ident
   );
 }
 
-export function VoteList({ item, identity }: { item: EscalationItem; identity: string }) {
+export function VoteList({ item, session }: { item: EscalationItem; session: Pick<SignedInSession, 'identity'> }) {
   if (item.votes.length === 0) return <p class="muted">No votes yet.</p>;
   return (
     <ul class="votes">
       {item.votes.map((vote) => (
-        <Vote key={vote.id} vote={vote} identity={identity} currentTier={item.escalation.tier} />
+        <Vote key={vote.id} vote={vote} session={session} currentTier={item.escalation.tier} />
       ))}
     </ul>
   );

@@ -1,7 +1,8 @@
 /**
  * One subscription's deliveries, newest first (list_deliveries), all of them or only the dead
- * letters: each with its status in words, event type, attempts, last error and next attempt, and
- * every attempt on request. A dead letter has "Replay" (action replay): the delivery goes back to
+ * letters: each with its status in words, event type, attempts, the receiver's answer once
+ * delivered or the last error while it is not (a success is never shown as an error), the next
+ * attempt, and every attempt on request. A dead letter has "Replay" (action replay): the delivery goes back to
  * pending, due now; the page says what the API answered and loads the list again.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
@@ -34,12 +35,18 @@ function nextAttempt(delivery: WebhookDeliveryWire) {
   return 'not scheduled';
 }
 
-function lastError(delivery: WebhookDeliveryWire): string {
-  if (delivery.last_error === null) return delivery.last_status_code === null ? 'none' : `the receiver answered ${delivery.last_status_code}`;
-  return delivery.last_error;
+/**
+ * What went wrong with the last attempt, or null when nothing did: a delivered delivery's last
+ * answer was a success, and one not yet attempted has no error.
+ */
+function lastError(delivery: WebhookDeliveryWire): string | null {
+  if (delivery.status === 'delivered') return null;
+  if (delivery.last_error !== null) return delivery.last_error;
+  return delivery.last_status_code === null ? null : `the receiver answered ${delivery.last_status_code}`;
 }
 
 function DeliveryRow({ delivery, replaying, onReplay }: { delivery: WebhookDeliveryWire; replaying: boolean; onReplay: () => void }) {
+  const error = lastError(delivery);
   return (
     <li class="delivery" data-testid="delivery-row" data-id={delivery.id} data-status={delivery.status}>
       <p class="status-line">
@@ -50,9 +57,16 @@ function DeliveryRow({ delivery, replaying, onReplay }: { delivery: WebhookDeliv
       </p>
       <dl class="facts">
         <Row label="Attempts">{delivery.attempts}</Row>
-        <Row label="Last error">
-          <span data-testid="delivery-error">{lastError(delivery)}</span>
-        </Row>
+        {delivery.status === 'delivered' && delivery.last_status_code !== null && (
+          <Row label="Receiver answered">
+            <span data-testid="delivery-answer">{delivery.last_status_code}: delivered</span>
+          </Row>
+        )}
+        {error !== null && (
+          <Row label="Last error">
+            <span data-testid="delivery-error">{error}</span>
+          </Row>
+        )}
         <Row label="Next attempt">{nextAttempt(delivery)}</Row>
         {delivery.dead_lettered_at !== null && (
           <Row label="Dead-lettered">

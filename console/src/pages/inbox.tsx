@@ -32,7 +32,7 @@ interface Loaded extends InboxSnapshot {
 const isOpen = (item: InboxItem): boolean => item.status === 'pending' || item.status === 'escalated';
 
 /** What one vote came to, in words, from the server's answer. */
-async function castVote(item: InboxItem, decision: VoteDecision, note: string, session: SignedInSession): Promise<{ item: InboxItem; message: string }> {
+async function castVote(item: InboxItem, decision: VoteDecision, note: string): Promise<{ item: InboxItem; message: string }> {
   const verb = decision === 'approve' ? 'approved' : 'rejected';
   if (item.kind === 'approval') {
     const approval = await resolveApproval(item.id, decision, note);
@@ -40,7 +40,7 @@ async function castVote(item: InboxItem, decision: VoteDecision, note: string, s
   }
   const result = await respondToEscalation(item.id, decision, note);
   const votes = [...item.votes.filter((vote) => vote.id !== result.record.id), result.record];
-  const updated = await escalationItem(result.escalation, votes, result.quorumProgress, session, new AbortController().signal, item.facts);
+  const updated = escalationItem(result.escalation, votes, result.quorumProgress);
   const { approvals, approvalsRequired, rejections, rejectionsRequired } = result.quorumProgress;
   return {
     item: updated,
@@ -85,7 +85,7 @@ export function InboxPage({ session }: { session: SignedInSession }) {
 
   const onVote = async (item: InboxItem, decision: VoteDecision, note: string): Promise<string | null> => {
     try {
-      const outcome = await castVote(item, decision, note, sessionRef.current);
+      const outcome = await castVote(item, decision, note);
       setOutcomes((previous) => new Map(previous).set(item.id, { ...outcome, at: Date.now() }));
       setAnnouncement(outcome.message);
       return null;

@@ -13,6 +13,7 @@ import { KeyCard } from '../components/keys-card';
 import { EMPTY_DRAFT, KeyCreateForm, type KeyDraft } from '../components/keys-create-form';
 import { KeySecretPanel } from '../components/keys-secret';
 import { formatClock } from '../format';
+import { rememberIdentities } from '../identities';
 import { KEYS_PERMISSION, keyStatus, listKeys, type ApiKeyRecord, type CreatedKey } from '../keys-api';
 import { useLatestLoad } from '../latest-load';
 import { usePageTitle } from '../page-title';
@@ -129,10 +130,11 @@ export function KeysPage({ session }: { session: SignedInSession }) {
   const sorted = [...(keys ?? [])].sort(newestFirst);
   const active = sorted.filter((key) => keyStatus(key, nowMs) === 'active');
   const inactive = sorted.filter((key) => keyStatus(key, nowMs) !== 'active');
-  const names = new Map((keys ?? []).map((key) => [key.id, key.name]));
+  // The list names every key of the organization: the cards show these names, nothing is asked.
+  rememberIdentities((keys ?? []).map((key) => ({ identity: `api_key:${key.id}`, name: key.name, prefix: key.prefix, owner: key.owner, revoked: key.revoked_at !== null })));
   const card = (key: ApiKeyRecord) => (
     <li key={key.id}>
-      <KeyCard apiKey={key} session={session} nowMs={nowMs} names={names} onRotate={onRotate} onRevoked={onRevoked} />
+      <KeyCard apiKey={key} session={session} nowMs={nowMs} onRotate={onRotate} onRevoked={onRevoked} />
     </li>
   );
 
