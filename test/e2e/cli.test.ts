@@ -21,7 +21,7 @@ const cli = (args: string[], env: Record<string, string> = {}) =>
 
 // Over 70 CLI processes, each a Node start (some with an embedded database): longer than .taprc's
 // two minutes per file while the other test files keep a 2-core machine busy.
-t.setTimeout(6 * 60_000);
+t.setTimeout(10 * 60_000);
 
 t.before(() => {
   if (!existsSync(CLI)) throw new Error('dist/bin/countersign.js is missing: run `npm run build` (npm test does it first)');

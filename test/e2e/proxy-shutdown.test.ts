@@ -64,6 +64,10 @@ for (const backend of appBackends()) {
       await opened.cleanup();
     });
     const authorityUrl = (await authority.app.listen({ host: '127.0.0.1', port: 0 })).replace('localhost', '127.0.0.1');
+    // The authority dates a permit no earlier than the replay store's epoch, which Redis creates at
+    // its own (real) time on the first evaluate: a manual clock left behind by a slow set-up would
+    // make the gate, on the same clock, find fresh permits not yet valid.
+    clock.advance(Math.max(0, Date.now() - clock.now()));
 
     const received: string[] = [];
     let release: () => void = () => undefined;

@@ -83,7 +83,7 @@ function topLevelKeys(json: string): string[] {
 
 // Several `countersign start` processes, each opening an embedded database and three servers: longer than .taprc's
 // two minutes per file while the other test files keep a 2-core machine busy.
-t.setTimeout(6 * 60_000);
+t.setTimeout(10 * 60_000);
 
 t.test('npm start: evaluate, then the request through the proxy reaches the upstream exactly once', async (t) => {
   const dataDir = await mkdtemp(join(tmpdir(), 'countersign-start-'));

@@ -142,6 +142,10 @@ export async function withHarness(
     await opened.cleanup();
   });
   const authorityUrl = (await authority.app.listen({ host: '127.0.0.1', port: options.port ?? 0 })).replace('localhost', '127.0.0.1');
+  // The authority dates a permit no earlier than the replay store's epoch, which Redis creates at
+  // its own (real) time on the first evaluate: a manual clock left behind by a slow set-up would
+  // make the gate, on the same clock, find fresh permits not yet valid.
+  clock.advance(Math.max(0, Date.now() - clock.now()));
   const upstream = await startUpstream(t);
   const jwks = await (await request(`${authorityUrl}/v1/permit-keys`, { headers: authority.bearer(authority.acmeAdmin) })).body.json();
   const keys = staticKeyResolver(jwks as Parameters<typeof staticKeyResolver>[0]);
