@@ -14,6 +14,10 @@ import { createTestAuthority, type TestAuthority } from '../helpers/authority.js
 import { appBackends, realServersMissing } from '../helpers/backends.js';
 import { createTestIdp } from '../helpers/jwt.js';
 
+// Over a thousand requests per backend, on both backends: longer than .taprc's two minutes per
+// file while the other test files keep a 2-core machine busy.
+t.setTimeout(5 * 60_000);
+
 const ALL = [
   'evaluate:write', 'verify:execute', 'audit:read', 'approvals:read', 'approvals:write', 'policy:read', 'policy:write',
   'webhooks:write', 'permits:read', 'permits:write', 'effects:write', 'hitl:approve', 'keys:write',
