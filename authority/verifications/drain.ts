@@ -283,10 +283,7 @@ export function startVerificationDrain(
   deps: DrainDeps,
   options: { intervalMs: number; logger: DrainLogger; batch?: number; settledForMs?: number },
 ): RunningDrain {
-  const drainOptions: DrainOptions = {
-    ...(options.batch === undefined ? {} : { batch: options.batch }),
-    ...(options.settledForMs === undefined ? {} : { settledForMs: options.settledForMs }),
-  };
+  const drainOptions: DrainOptions = { batch: options.batch, settledForMs: options.settledForMs };
   return runEvery(options.intervalMs, () =>
     drainVerificationRecords(deps, drainOptions).then(
       (result) => {

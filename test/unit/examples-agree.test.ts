@@ -118,9 +118,12 @@ function fencesOf(markdown: string): Fence[] {
   return fences;
 }
 
-/** The single-quoted bodies of `curl -d '…'`, with shell splices (`'"$PERMIT"'`) as placeholder text. */
+/** A shell splice inside a single-quoted body: quoted (`'"$PERMIT"'`) or bare (`'$PERMIT'`). */
+const SPLICE = /'"[^"]*"'|'\$\{?\w+\}?'/g;
+
+/** The single-quoted bodies of `curl -d '…'`, with shell splices as placeholder text. */
 function curlBodies(shell: string): string[] {
-  return [...shell.matchAll(/(?:-d|--data(?:-raw)?)\s+'((?:[^']|'"[^"]*"')*)'/g)].map((match) => match[1]!.replace(/'"[^"]*"'/g, 'placeholder'));
+  return [...shell.matchAll(/(?:-d|--data(?:-raw)?)\s+'((?:[^']|'"[^"]*"'|'\$\{?\w+\}?')*)'/g)].map((match) => match[1]!.replace(SPLICE, 'placeholder'));
 }
 
 /** Text that names an action type: `action_type`, or an AuthZEN or agent-form `action` object. */
@@ -231,7 +234,7 @@ t.test('the reader finds action types in every form an example takes', async (t)
     '```',
     '```sh',
     `curl -d '{"action_type": "a.one", "actor_id": "x", "permit_token": "'"$PERMIT"'"}'`,
-    `curl -d '{"actor": {"id": "x"}, "action": {"type": "a.two"}}'`,
+    `curl -d '{"actor": {"id": "x"}, "action": {"type": "a.two"}, "approvals": ["'$APPROVAL'"]}'`,
     `curl -d '{"action": "a.three", "agent": "x"}'`,
     `curl -d '{"subject": {"type": "s", "id": "x"}, "action": {"name": "GET"}, "resource": {"type": "r", "id": "1"}}'`,
     `curl -d '{"action": "create", "name": "w"}'`,
@@ -244,7 +247,7 @@ t.test('the reader finds action types in every form an example takes', async (t)
   t.same(
     named.map((example) => example.actionType),
     ['payment.wire', 'a.one', 'a.two', 'a.three', 'http.get'],
-    'a route, the three evaluate forms (with a shell splice) and an AuthZEN action name; not a policy pattern, not a webhooks action',
+    'a route, the three evaluate forms (with quoted and bare shell splices) and an AuthZEN action name; not a policy pattern, not a webhooks action',
   );
   t.same(problems, ['docs/reader-check.md:14.odd: names action_type a.four in an object that is neither a route nor a request'], 'an unknown form is reported, not skipped');
 });
