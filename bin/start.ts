@@ -11,19 +11,25 @@
  * does not accept (DATABASE_URL changed since it was written) stops the start with what to do,
  * rather than a proxy that never becomes ready.
  *
+ * Without --config (and COUNTERSIGN_CONFIG) and --proxy-config it runs on the development
+ * configuration and the example routes shipped in Countersign's own config/ folder, so that it
+ * works from an installed package in an empty folder as it does in a clone.
+ *
  * @example
- *   countersign start --config config/authority.yaml --proxy-config config/proxy.yaml
- *   countersign start --config config/authority.yaml --upstream http://127.0.0.1:3000
+ *   countersign start
+ *   countersign start --config my-authority.yaml --proxy-config my-proxy.yaml
+ *   countersign start --upstream http://127.0.0.1:3000
  */
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
-import { dirname, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createApiKey, findApiKeyBySecret } from '../authority/api-keys/keys.js';
 import { loadAuthorityConfig } from '../authority/config.js';
 import { startAuthority } from '../authority/main.js';
 import { findOrganization } from '../authority/orgs/organizations.js';
 import type { Db } from '../authority/store/db.js';
+import { packageRoot } from '../authority/store/migrate.js';
 import { systemClock } from '../authority/time.js';
 import { loadProxyConfig } from '../proxy/config.js';
 import { startProxy } from '../proxy/main.js';
@@ -31,6 +37,9 @@ import { createLogger } from '../shared/logging.js';
 import { startTelemetry } from '../shared/telemetry/index.js';
 import { UsageError } from '../shared/usage-error.js';
 import { startDemoUpstream, type DemoUpstream } from './demo-upstream.js';
+
+/** A configuration shipped in Countersign's config/ folder, wherever the package is installed. */
+const shippedConfig = (name: string): string => join(packageRoot(), 'config', name);
 
 /** `<data dir>/proxy.key` holds a key this database does not accept: the proxy could never get ready. */
 export class StaleProxyKeyError extends Error {
@@ -88,7 +97,7 @@ export async function runStart(args: string[]): Promise<void> {
     args,
     options: {
       config: { type: 'string' },
-      'proxy-config': { type: 'string', default: 'config/proxy.yaml' },
+      'proxy-config': { type: 'string' },
       organization: { type: 'string', default: 'default' },
       upstream: { type: 'string' },
       'upstream-listen': { type: 'string' },
@@ -98,9 +107,9 @@ export async function runStart(args: string[]): Promise<void> {
     throw new UsageError('--upstream-listen is where the demo upstream listens; with --upstream no demo upstream starts');
   }
   const external = userUpstream(values.upstream, process.env);
-  const config = await loadAuthorityConfig({ file: values.config });
+  const config = await loadAuthorityConfig({ file: values.config ?? process.env.COUNTERSIGN_CONFIG ?? shippedConfig('authority.yaml') });
   const logger = createLogger({ name: 'countersign', level: config.log_level });
-  const proxyFile = values['proxy-config'] as string;
+  const proxyFile = values['proxy-config'] ?? shippedConfig('proxy.yaml');
   // Checked before anything starts, so a bad proxy.yaml stops the command with its field paths.
   await loadProxyConfig(proxyFile);
 
