@@ -28,7 +28,7 @@ export const CONSOLE_BUILD = ['build', '--config', join(root, 'console', 'vite.c
 const PRODUCT_FOLDERS = ['authority', 'proxy', 'shared', 'bin'];
 
 /** Runs `node <args>` to its end; resolves its exit status and output. */
-export function runNode(args) {
+function runNode(args) {
   return new Promise((resolveRun) => {
     const child = spawn(process.execPath, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
