@@ -73,19 +73,22 @@ export const COMMANDS: readonly CommandEntry[] = [
     summary: 'run the authority and the proxy in one process, in front of a demo upstream or your application (npm start)',
     usage: ['start [--config FILE] [--proxy-config FILE] [--upstream URL | --upstream-listen HOST:PORT] [--organization ORG]'],
     options: [
-      CONFIG_OPTION,
-      { flag: '--proxy-config FILE', text: 'the proxy configuration, whose routes say which requests need a permit (default config/proxy.yaml)' },
+      {
+        flag: '--config FILE',
+        text: "the authority configuration (authority.yaml); default: $COUNTERSIGN_CONFIG, else the development configuration shipped with Countersign (its config/authority.yaml: the console's API-key sign-in and webhooks to localhost on, data in ./.countersign)",
+      },
+      { flag: '--proxy-config FILE', text: "the proxy configuration, whose routes say which requests need a permit (default: the example shipped with Countersign, its config/proxy.yaml)" },
       { flag: '--upstream URL', text: 'put the proxy in front of your application at URL (http or https) instead of the demo upstream; same as COUNTERSIGN_PROXY_UPSTREAM' },
       { flag: '--upstream-listen HOST:PORT', text: 'where the demo upstream listens (default 127.0.0.1:7090); not with --upstream' },
       { flag: '--organization ORG', text: 'the organization the proxy serves, by id or name (default default)' },
     ],
     examples: [
-      { command: 'countersign start --config config/authority.yaml', comment: 'the authority at :7070, the proxy at :7080 in front of the demo upstream at :7090' },
-      { command: 'countersign start --config config/authority.yaml --upstream http://127.0.0.1:3000', comment: 'the proxy in front of your own application' },
+      { command: 'countersign start', comment: 'the authority at :7070, the proxy at :7080 in front of the demo upstream at :7090' },
+      { command: 'countersign start --upstream http://127.0.0.1:3000 --proxy-config my-proxy.yaml', comment: 'the proxy in front of your own application, with your routes' },
     ],
     notes: [
       "The proxy gets its own API key on first start, kept in <data dir>/proxy.key (mode 0600), one per database: after DATABASE_URL changes, that database's key goes to proxy-<time>.key beside it, and each database finds its own again. A key its database revoked stops the start with what to do.",
-      'The routes of --proxy-config decide what needs a permit; config/proxy.yaml protects POST /echo/:id and refuses any other path. With --upstream, copy it and add a route for each consequential endpoint of your application.',
+      "The routes of --proxy-config decide what needs a permit; the shipped example protects POST /echo/:id and refuses any other path. With --upstream, copy it (config/proxy.yaml in Countersign's folder, such as node_modules/countersign/) and add a route for each consequential endpoint of your application.",
       'Stop with Ctrl-C or SIGTERM (drains in-flight requests); SIGHUP reloads the proxy configuration.',
     ],
   },

@@ -13,11 +13,17 @@
  * was revoked or expired stops the start with what to do, rather than a proxy that never becomes
  * ready.
  *
+ * Without --config (and COUNTERSIGN_CONFIG) and --proxy-config it runs on the development
+ * configuration and the example routes shipped in Countersign's own config/ folder, so that it
+ * works from an installed package in an empty folder as it does in a clone.
+ *
  * @example
- *   countersign start --config config/authority.yaml --proxy-config config/proxy.yaml
- *   countersign start --config config/authority.yaml --upstream http://127.0.0.1:3000
+ *   countersign start
+ *   countersign start --config my-authority.yaml --proxy-config my-proxy.yaml
+ *   countersign start --upstream http://127.0.0.1:3000
  */
 import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Logger } from 'pino';
 import { createApiKey, findApiKeyBySecret } from '../authority/api-keys/keys.js';
@@ -27,6 +33,7 @@ import { describeDatabase } from '../authority/orgs/bootstrap.js';
 import { keyFilesOf, PROXY_KEY_FILE, writeKeyFile } from '../authority/orgs/key-files.js';
 import { findOrganization } from '../authority/orgs/organizations.js';
 import type { Db } from '../authority/store/db.js';
+import { packageRoot } from '../authority/store/migrate.js';
 import { systemClock } from '../authority/time.js';
 import { loadProxyConfig } from '../proxy/config.js';
 import { startProxy } from '../proxy/main.js';
@@ -34,6 +41,9 @@ import { createLogger } from '../shared/logging.js';
 import { startTelemetry } from '../shared/telemetry/index.js';
 import { UsageError } from '../shared/usage-error.js';
 import { startDemoUpstream, type DemoUpstream } from './demo-upstream.js';
+
+/** A configuration shipped in Countersign's config/ folder, wherever the package is installed. */
+const shippedConfig = (name: string): string => join(packageRoot(), 'config', name);
 
 /** The proxy's key file for this database holds a key it no longer accepts: the proxy could never get ready. */
 export class StaleProxyKeyError extends Error {
@@ -105,7 +115,7 @@ export async function runStart(args: string[]): Promise<void> {
     args,
     options: {
       config: { type: 'string' },
-      'proxy-config': { type: 'string', default: 'config/proxy.yaml' },
+      'proxy-config': { type: 'string' },
       organization: { type: 'string', default: 'default' },
       upstream: { type: 'string' },
       'upstream-listen': { type: 'string' },
@@ -115,11 +125,11 @@ export async function runStart(args: string[]): Promise<void> {
     throw new UsageError('--upstream-listen is where the demo upstream listens; with --upstream no demo upstream starts');
   }
   const external = userUpstream(values.upstream, process.env);
-  const config = await loadAuthorityConfig({ file: values.config });
+  const config = await loadAuthorityConfig({ file: values.config ?? process.env.COUNTERSIGN_CONFIG ?? shippedConfig('authority.yaml') });
   // One destination for the three components; each child names its own lines (name appears once).
   const root = createLogger({ level: config.log_level });
   const logger = root.child({ name: 'countersign' });
-  const proxyFile = values['proxy-config'] as string;
+  const proxyFile = values['proxy-config'] ?? shippedConfig('proxy.yaml');
   // Checked before anything starts, so a bad proxy.yaml stops the command with its field paths.
   await loadProxyConfig(proxyFile);
 

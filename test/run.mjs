@@ -18,9 +18,11 @@
  *   npm test -- test/integration/db.test.ts     # extra arguments go to tap (a test's .ts path
  *                                               # stands for its compiled dist/test/….js)
  *   DATABASE_URL=postgres://u:p@db/x npm test   # use that server, start none
+ *   npm run test:fuzz                           # (--fuzz) only the generated bad input, at its full
+ *                                               # count; `npm test` sends a tenth of it
  */
 import { spawn } from 'node:child_process';
-import { realpathSync } from 'node:fs';
+import { readdirSync, realpathSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildTests } from './build.mjs';
@@ -124,7 +126,10 @@ function runTap(args) {
     const tapBin = realpathSync(join(root, 'node_modules', '.bin', 'tap'));
     const child = spawn(process.execPath, [tapBin, '--reporter=tap', ...args], {
       cwd: root,
-      env: process.env,
+      // The tests run compiled: the TypeScript loader (ts-node) tap puts into every test process
+      // would only cost each about a second of CPU. TAP_TYPE_STRIP_ONLY=1 leaves it out; tap
+      // keeps it on Node 20, which cannot strip types itself.
+      env: { TAP_TYPE_STRIP_ONLY: '1', ...process.env },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     runTap.child = child;
@@ -163,15 +168,32 @@ for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]]) {
   });
 }
 
+/**
+ * `--fuzz`: the generated bad input (test/property/bad-input*.test.ts) at its full count, which
+ * `npm test` runs at a tenth (test/property/bad-input-requests.ts reads BAD_INPUT_FULL). It runs
+ * on the embedded backends only, so no server is started; coverage is the whole suite's business.
+ */
+function fuzzPhase() {
+  process.env.BAD_INPUT_FULL = '1';
+  const folder = join('dist', 'test', 'property');
+  const files = readdirSync(join(root, folder)).filter((name) => /^bad-input(-\d+)?\.test\.js$/.test(name));
+  return ['--disable-coverage', ...files.sort().map((name) => join(folder, name))];
+}
+
 async function main() {
+  const fuzz = process.argv.includes('--fuzz');
   // Side by side: the compiler, and the servers, which each take a second or a few (initdb; Redis'
   // own timers for the Cluster and Sentinel).
   const built = buildTests();
   built.catch(() => {}); // awaited below, after the servers are up
-  await Promise.all([startPostgres(), startRedis(), startRedisCluster(), startRedisSentinel()]);
+  if (!fuzz) await Promise.all([startPostgres(), startRedis(), startRedisCluster(), startRedisSentinel()]);
   await built;
-  const args = process.argv.slice(2).map(compiledPath);
-  const phases = args.length > 0 ? [args] : [['--exclude', 'dist/test/browser/**', '--exclude', '**/node_modules/**'], ['--jobs=1', '--disable-coverage', 'dist/test/browser']];
+  const args = process.argv.slice(2).filter((arg) => arg !== '--fuzz').map(compiledPath);
+  const phases = fuzz
+    ? [[...fuzzPhase(), ...args]]
+    : args.length > 0
+      ? [args]
+      : [['--exclude', 'dist/test/browser/**', '--exclude', '**/node_modules/**'], ['--jobs=1', '--disable-coverage', 'dist/test/browser']];
   let code = 0;
   const counts = { passed: 0, failed: 0 };
   for (const phase of phases) {

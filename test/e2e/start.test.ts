@@ -8,7 +8,9 @@
  * (or COUNTERSIGN_PROXY_UPSTREAM) puts the proxy in front of another application instead of the
  * demo upstream. The proxy's key is kept per database, as the bootstrap key is: switching between
  * the embedded database and Postgres needs no file deleted; a key its database revoked stops the
- * start with what to do. Runs the compiled CLI (dist/), which `npm test` builds first.
+ * start with what to do. Without --config and --proxy-config, from any folder, it runs on the
+ * configuration shipped with Countersign. Runs the compiled CLI (dist/), which `npm test` builds
+ * first.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -34,9 +36,14 @@ const startEnv = (dataDir: string, extra: Record<string, string> = {}) => ({
   ...extra,
 });
 
-/** Spawns `countersign start …` and waits for its ready line (rejects with the output if it exits first). */
-async function startCountersign(t: Test, args: string[], env: NodeJS.ProcessEnv) {
-  const child = spawn(process.execPath, [CLI, 'start', '--config', 'config/authority.yaml', ...args], { env, cwd: resolve('.') });
+/**
+ * Spawns `countersign start …` and waits for its ready line (rejects with the output if it exits
+ * first). As `npm start` runs it, in the clone with --config config/authority.yaml; given `from`,
+ * in that folder with no configuration named.
+ */
+async function startCountersign(t: Test, args: string[], env: NodeJS.ProcessEnv, from?: string) {
+  const command = from === undefined ? [CLI, 'start', '--config', 'config/authority.yaml', ...args] : [CLI, 'start', ...args];
+  const child = spawn(process.execPath, command, { env, cwd: from ?? resolve('.') });
   t.teardown(() => child.kill('SIGKILL'));
   let output = '';
   child.stdout.on('data', (chunk) => (output += String(chunk)));
@@ -197,13 +204,16 @@ async function userUpstream(t: Test) {
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, seen };
 }
 
-t.test('start --upstream URL: the proxy fronts your application, and a permitted request reaches it once', async (t) => {
+t.test('start --upstream URL from an empty folder: the shipped configuration, and a permitted request reaches your application once', async (t) => {
   const upstream = await userUpstream(t);
   const dataDir = await mkdtemp(join(tmpdir(), 'countersign-start-'));
-  const { child, ready } = await startCountersign(t, ['--upstream', upstream.url], startEnv(dataDir));
+  const emptyFolder = await mkdtemp(join(tmpdir(), 'countersign-start-cwd-'));
+  const { child, ready } = await startCountersign(t, ['--upstream', upstream.url], startEnv(dataDir), emptyFolder);
   t.equal(ready.upstream, upstream.url, 'the proxy forwards to the given URL');
   t.equal(ready.demo_upstream, false, 'no demo upstream is started');
   t.match(ready.msg, `in front of your upstream at ${upstream.url}`, 'the ready line says which upstream');
+  const session = await request(`${ready.authority}/console/api/session`);
+  t.match(await session.body.json(), { sign_in: { api_key: true } }, "the development configuration shipped in config/authority.yaml: the console's API-key sign-in is on");
 
   const { api_key: apiKey } = JSON.parse(await readFile(join(dataDir, 'bootstrap.json'), 'utf8'));
   const action = { action_type: 'demo.echo', actor_id: 'demo-agent', context: { environment: 'dev', target: { type: 'demo', id: 'order-7' } } };

@@ -2,8 +2,9 @@
  * Bad input, generated: random and hostile JSON (numbers past Infinity, lone surrogates, NUL, deep
  * nesting), random bytes, random content types and random query strings and cursors against every
  * endpoint: 10,000 bodies per POST or PUT endpoint and 2,000 query strings per GET endpoint, about
- * 310,000 requests in all. The routes are dealt out to several shares, one per test file
- * (bad-input.test.ts and bad-input-2 … -4.test.ts), which tap runs in parallel.
+ * 310,000 requests in all, with `npm run test:fuzz` (BAD_INPUT_FULL=1); `npm test` sends a tenth
+ * of each, so that the whole suite stays quick. The routes are dealt out to several shares, one
+ * per test file (bad-input.test.ts and bad-input-2 … -4.test.ts), which tap runs in parallel.
  *
  * A share runs in a process of its own, started by bad-input.ts without tap's coverage and
  * async-hook tracking, which about doubled the CPU each request took; it prints a ShareReport as
@@ -20,9 +21,11 @@ import { verifyAuditBundle } from '../../authority/audit/verify-bundle.js';
 import { createTestAuthority, GENEROUS_LIMITS } from '../helpers/authority.js';
 import { appBackends } from '../helpers/backends.js';
 
+/** The share of the full count that runs: all of it with BAD_INPUT_FULL=1, else a tenth. */
+const SCALE = process.env.BAD_INPUT_FULL === '1' ? 1 : 0.1;
 /** Generated bodies per POST or PUT endpoint, and generated query strings per GET endpoint. */
-const BODY_RUNS = 10_000;
-const QUERY_RUNS = 2_000;
+const BODY_RUNS = 10_000 * SCALE;
+const QUERY_RUNS = 2_000 * SCALE;
 
 /** How many test files share the routes: bad-input.test.ts and bad-input-2 … -4.test.ts. */
 export const BAD_INPUT_SHARES = 4;

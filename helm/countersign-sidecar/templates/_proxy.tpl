@@ -25,7 +25,7 @@ running pods (about a minute) and the proxy reloads on its file watch, without a
 {{- define "countersign-sidecar.defaults" -}}
 image:
   repository: ghcr.io/countersign/countersign
-  tag: "0.1.0"
+  tag: "0.2.0"
   pullPolicy: IfNotPresent
 upstreamPort: 8080
 authorityUrl: http://countersign.countersign.svc:7070
