@@ -9,6 +9,8 @@
  * - Unmatched routes: `unmatched: pass` streams them through (outcome `passthrough`);
  *   `unmatched: deny` answers 403 `forbidden`, reason `UNMATCHED_ROUTE` (not `permit_required`:
  *   no permit can ever open a path that is not a configured route).
+ * - MCP routes (`mcp:`): the MCP gate decides each JSON-RPC message (mcp/serve.ts) and forwards
+ *   through the same forwarding, answering refusals in JSON-RPC rather than the error envelope.
  * - WebSocket (any `Upgrade`) requests: piped through raw on unmatched `pass` paths; on a matched
  *   route 403 `forbidden`, reason `UPGRADE_ON_GATED_ROUTE`: the gate verifies HTTP requests, and
  *   an upgraded connection would carry any number of unverified actions.

@@ -25,7 +25,7 @@ import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { ProxyRoute } from '../config.js';
 import type { ExecutionRecords } from '../execution-records.js';
-import type { ResponseObserver } from '../forward.js';
+import type { ExecutionOutcome, ResponseObserver } from '../forward.js';
 import type { Gate, GateDecision, GateRefusal, GateRoute } from '../gate.js';
 import { executionRecord } from '../gate-records.js';
 import { abortedWhenGone, bufferedBody, firstOf, queryOf, readBounded, streamedBody } from '../http-messages.js';
@@ -53,13 +53,7 @@ export interface McpServeContext {
 }
 
 /** What the server's forward reports: the upstream's outcome, as the execution record says it. */
-export interface ForwardedCall {
-  upstream: 'answered' | 'not_reached' | 'unknown';
-  status: number | null;
-  durationMs: number;
-  code: string;
-  reason: string;
-}
+export type ForwardedCall = ExecutionOutcome & { durationMs: number };
 
 export interface McpRequest {
   route: ProxyRoute;
