@@ -19,13 +19,14 @@ import { DEFAULT_STORE_SETTINGS, StoreSettings, storeSettingsWithEnv } from '../
 import { ActionType } from '../shared/wire/evaluate.js';
 import { asksExtAuthzOnly, ExtAuthzSchema } from './ext-authz/config.js';
 import { compileFacts, isPlainObject, usesBody, type Report, type RouteFact } from './fact-sources.js';
+import { compileMcp, DEFAULT_TOOL_ACTION_TYPE, resolveToolModes, type McpRoute, type McpRouteDraft } from './mcp/config.js';
+import { PROXY_MODES, type ProxyMode } from './modes.js';
 import { PassThroughSchema } from './pass-through.js';
 import { parsePathPattern, type PathPattern } from './routes.js';
 
 export const HTTP_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 export type HttpMethod = (typeof HTTP_METHODS)[number];
-export const PROXY_MODES = ['enforce', 'shadow'] as const;
-export type ProxyMode = (typeof PROXY_MODES)[number];
+export { PROXY_MODES, type ProxyMode } from './modes.js';
 export interface ProxyRoute {
   /** Unique; the metric label. */
   readonly name: string;
@@ -41,6 +42,8 @@ export interface ProxyRoute {
   readonly max_body_bytes: number;
   /** A fact comes from the JSON body, so the gate must buffer and parse it. */
   readonly needsBody: boolean;
+  /** An MCP route (mcp/config.ts): its requests are decided by the MCP gate, per JSON-RPC message. */
+  readonly mcp?: McpRoute;
 }
 
 const HostPort = hostPort('127.0.0.1:7080');
@@ -110,7 +113,35 @@ const RouteShape = z
   })
   .strict();
 
-type CompiledRouteInput = Omit<z.output<typeof RouteShape>, 'facts'> & { methods: HttpMethod[]; pattern: PathPattern; facts: RouteFact[] };
+/** A route with `mcp:` (mcp/config.ts): its match is a path alone, and its tools say the rest. */
+const McpRouteShape = z
+  .object({
+    name: RouteShape.shape.name,
+    match: z.object({ path: z.string().min(1) }, { message: 'an MCP route matches a path: {path: /mcp}' }).strict(),
+    mode: z.enum(PROXY_MODES).optional(),
+    max_body_bytes: BodyLimit.optional(),
+    mcp: z.unknown(),
+  })
+  .strict();
+
+/** The methods of the Streamable HTTP transport: JSON-RPC messages, the server's event stream, a session's end. */
+const MCP_METHODS: HttpMethod[] = ['POST', 'GET', 'DELETE'];
+
+type CompiledRouteInput = Omit<z.output<typeof RouteShape>, 'facts'> & { methods: HttpMethod[]; pattern: PathPattern; facts: RouteFact[]; mcp?: McpRouteDraft };
+
+function compileMcpRoute(raw: Record<string, unknown>, report: Report): CompiledRouteInput | undefined {
+  const shape = McpRouteShape.safeParse(raw);
+  if (!shape.success) for (const issue of shape.error.issues) report(issue.path as Array<string | number>, issue.message);
+  const match = raw.match;
+  const patternText = isPlainObject(match) ? match.path : undefined;
+  const pattern = typeof patternText === 'string' ? parsePathPattern(patternText) : undefined;
+  if (pattern !== undefined && 'error' in pattern) report(['match', 'path'], pattern.error);
+  const usablePattern = pattern !== undefined && !('error' in pattern) ? pattern : undefined;
+  const mcp = compileMcp(raw.mcp, usablePattern, (path, message) => report(['mcp', ...path], message));
+  if (!shape.success || usablePattern === undefined || mcp === undefined) return undefined;
+  const { match: matched, ...rest } = shape.data;
+  return { ...rest, match: { method: MCP_METHODS, path: matched.path }, action_type: DEFAULT_TOOL_ACTION_TYPE, methods: MCP_METHODS, pattern: usablePattern, facts: [], mcp };
+}
 
 /**
  * Checks one route. By hand rather than as a zod transform because zod skips a transform once a
@@ -118,6 +149,7 @@ type CompiledRouteInput = Omit<z.output<typeof RouteShape>, 'facts'> & { methods
  * other fields reported together.
  */
 function compileRoute(raw: unknown, report: Report): CompiledRouteInput | undefined {
+  if (isPlainObject(raw) && Object.hasOwn(raw, 'mcp')) return compileMcpRoute(raw, report);
   const shape = RouteShape.safeParse(raw);
   if (!shape.success) for (const issue of shape.error.issues) report(issue.path as Array<string | number>, issue.message);
   if (!isPlainObject(raw)) return undefined;
@@ -210,6 +242,7 @@ export const ProxyConfigSchema = z
       facts: route.facts,
       max_body_bytes: route.max_body_bytes ?? config.max_body_bytes,
       needsBody: route.facts.some(usesBody),
+      ...(route.mcp !== undefined ? { mcp: resolveToolModes(route.mcp, route.mode ?? config.mode) } : {}),
     }));
     return {
       ...config,

@@ -54,6 +54,13 @@ export interface ForwardRequest {
   headers: string[];
   body: Readable | Buffer | undefined;
   requestId: string;
+  /** Sees the answer's headers and bytes as they pass to the client (the MCP gate reads a tool result's `isError`). */
+  observer?: ResponseObserver;
+}
+
+export interface ResponseObserver {
+  headers(headers: Record<string, string | string[] | undefined>): void;
+  data(chunk: Buffer): void;
 }
 
 export type ForwardResult =
@@ -146,9 +153,11 @@ function forwardOnce(agent: Dispatcher, res: ServerResponse, request: ForwardReq
             responding.abort(new ClientGone());
             return finish({ outcome: 'cut_short', by: 'client', status: statusCode, durationMs: elapsed() });
           }
+          request.observer?.headers(headers as Record<string, string | string[] | undefined>);
           res.writeHead(statusCode, responseHeaders(headers as Record<string, string | string[] | undefined>, request.requestId));
         },
         onResponseData(paused, chunk) {
+          request.observer?.data(chunk);
           if (!res.write(chunk)) paused.pause();
         },
         onResponseEnd() {

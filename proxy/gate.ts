@@ -39,11 +39,12 @@ import { ATTR, SPAN, type SpanAttributes } from '../shared/telemetry/attributes.
 import { tracing } from '../shared/telemetry/index.js';
 import type { ProxyMode, ProxyRoute } from './config.js';
 import type { ExecutionRecords } from './execution-records.js';
-import { deriveFacts } from './facts.js';
+import { deriveFacts, type DerivedFacts } from './facts.js';
 import { gateRecord } from './gate-records.js';
 import type { RecordBacklog } from './record-backlog.js';
 
-export type GateErrorCode = 'permit_required' | 'permit_rejected' | 'gate_unavailable';
+/** `forbidden`: refused whatever permit came (an MCP method the gate does not understand, a blocked tool). */
+export type GateErrorCode = 'permit_required' | 'permit_rejected' | 'gate_unavailable' | 'forbidden';
 
 export interface GateRefusal {
   status: 403 | 503;
@@ -99,6 +100,28 @@ export interface GateInput {
   signal?: AbortSignal;
 }
 
+/** What the verification needs of a route: its name (the records' gate), mode and action type. */
+export type GateRoute = Pick<ProxyRoute, 'name' | 'mode' | 'action_type'>;
+
+/**
+ * One call decided on facts a front door derived itself (the MCP gate, from a JSON-RPC
+ * `tools/call`): the same verification, consume and records as `check`, without reading an HTTP request.
+ */
+export interface CallCheckInput {
+  /** The route's name, with the mode and action type of the call's tool entry. */
+  route: GateRoute;
+  /** The permit the call carries: undefined when none, null when it carries two that differ. */
+  token: string | undefined | null;
+  /** Where the permit came from, for the refusal's detail ("the X-Service-Permit header", "params._meta"). */
+  tokenSource: string;
+  derived: DerivedFacts;
+  /** Facts the permit must bind (verify.ts's `required`). */
+  required: readonly string[];
+  requestId: string;
+  deadlineMs?: number;
+  signal?: AbortSignal;
+}
+
 export interface GateOptions {
   /** The organization this gate serves. */
   organization: string;
@@ -124,7 +147,16 @@ export interface GateOptions {
 
 export interface Gate {
   check(input: GateInput): Promise<GateDecision>;
+  checkCall(input: CallCheckInput): Promise<GateDecision>;
+  /**
+   * A refusal a front door decided before any permit (an MCP request the gate does not understand,
+   * a blocked tool): recorded as `permit.rejected` and answered as any other, a would-block in shadow.
+   */
+  refuseRequest(input: CheckBase & { refusal: GateRefusal }): Promise<GateDecision>;
 }
+
+/** What every check carries, whichever front door derived its facts. */
+export type CheckBase = Pick<GateInput, 'requestId' | 'deadlineMs' | 'signal'> & { route: GateRoute };
 
 /** The core refuses anything longer before decoding; so does the unverified `sub` read. */
 const MAX_TOKEN_LENGTH = 16 * 1024;
@@ -137,7 +169,7 @@ export function createGate(options: GateOptions): Gate {
   const stream = verificationStream(organization);
 
   async function refuse(
-    input: GateInput,
+    input: CheckBase,
     nowMs: number,
     refusal: GateRefusal,
     claims: PermitClaims | null,
@@ -178,11 +210,12 @@ export function createGate(options: GateOptions): Gate {
     const nowMs = now();
     const token = permitOf(input.headers, permitHeader);
 
-    if (token === undefined || token === '') {
-      return refuse(input, nowMs, rejection('permit_required', 'MISSING_PERMIT', 'no permit was presented'), null, '');
-    }
-    if (token === null) {
-      return refuse(input, nowMs, rejection('permit_rejected', 'PERMIT_INVALID', `the ${permitHeader} header appears more than once`), null, '');
+    const unusable = tokenRefusal(token, `the ${permitHeader} header appears more than once`);
+    if (unusable !== null) return refuse(input, nowMs, unusable, null, '');
+    if (route.mcp !== undefined) {
+      // An MCP route's facts are in its JSON-RPC messages, which only the MCP gate reads (mcp/).
+      const detail = 'an MCP route is decided by the forwarding proxy, which reads its JSON-RPC messages; this front door cannot';
+      return refuse(input, nowMs, { status: 403, code: 'forbidden', reason: 'MCP_ROUTE', verifyCode: null, detail }, null, '');
     }
     if (input.bodyTooLarge === true && route.needsBody) {
       return refuse(
@@ -209,7 +242,19 @@ export function createGate(options: GateOptions): Gate {
       return refuse(input, nowMs, { status: 503, code: 'gate_unavailable', reason, verifyCode: null, detail }, null, '');
     }
 
-    const derived = deriveFacts(route, input);
+    return verified(input, nowMs, token!, deriveFacts(route, input), []);
+  }
+
+  async function checkCall(input: CallCheckInput): Promise<GateDecision> {
+    const nowMs = now();
+    const unusable = tokenRefusal(input.token, `${input.tokenSource} carry two different permits`);
+    if (unusable !== null) return refuse(input, nowMs, unusable, null, '');
+    return verified(input, nowMs, input.token!, input.derived, input.required);
+  }
+
+  /** The facts checked, the permit verified and consumed with its record, or the refusal recorded. */
+  async function verified(input: CheckBase, nowMs: number, token: string, derived: DerivedFacts, required: readonly string[]): Promise<GateDecision> {
+    const { route } = input;
     if (!derived.ok) {
       // The request lacks a fact (or carries it twice, or in no canonical form): the caller's
       // doing, not an outage, so a refusal (a bound fact the gate cannot derive refuses, as the
@@ -242,7 +287,7 @@ export function createGate(options: GateOptions): Gate {
       audience,
       orgId: organization,
       nowMs,
-      binding: { kind: 'full', facts },
+      binding: { kind: 'full', facts, required },
       store,
       deadlineMs: input.deadlineMs,
       signal: input.signal,
@@ -272,16 +317,29 @@ export function createGate(options: GateOptions): Gate {
     return refuse(input, nowMs, refusal, outcome.claims, actorId);
   }
 
+  // Tracing on: each check as a span, with the verdict (and the consume under it, verify.ts).
+  function traced<I extends CheckBase>(run: (input: I) => Promise<GateDecision>): (input: I) => Promise<GateDecision> {
+    return (input) => {
+      const on = tracing;
+      return on === null ? run(input) : on.inSpan(SPAN.gateCheck, () => run(input), { attributes: checkAttributes(input), after: decisionAttributes });
+    };
+  }
+
   return {
-    check(input) {
-      // Tracing on: the check as a span, with the verdict (and the consume under it, verify.ts).
-      const traced = tracing;
-      return traced === null ? check(input) : traced.inSpan(SPAN.gateCheck, () => check(input), { attributes: checkAttributes(input), after: decisionAttributes });
-    },
+    check: traced(check),
+    checkCall: traced(checkCall),
+    refuseRequest: traced((input: CheckBase & { refusal: GateRefusal }) => refuse(input, now(), input.refusal, null, '')),
   };
 }
 
-function checkAttributes(input: GateInput): SpanAttributes {
+/** No usable permit: none (undefined or empty), or an ambiguous one (null, `twice` says how). */
+function tokenRefusal(token: string | undefined | null, twice: string): GateRefusal | null {
+  if (token === undefined || token === '') return rejection('permit_required', 'MISSING_PERMIT', 'no permit was presented');
+  if (token === null) return rejection('permit_rejected', 'PERMIT_INVALID', twice);
+  return null;
+}
+
+function checkAttributes(input: CheckBase): SpanAttributes {
   return { [ATTR.route]: input.route.name, [ATTR.actionType]: input.route.action_type, [ATTR.mode]: input.route.mode, [ATTR.requestId]: input.requestId };
 }
 

@@ -192,7 +192,7 @@ export async function startProxy(configFile: string, options: StartProxyOptions 
     let inner = buildGate(initial);
     metrics.setRecordBacklogSource(() => store.countRecords(stream));
     // The front doors hold one gate; this one forwards to the gate of the configuration in force.
-    const gate: Gate = { check: (input) => inner.check(input) };
+    const gate: Gate = { check: (input) => inner.check(input), checkCall: (input) => inner.checkCall(input), refuseRequest: (input) => inner.refuseRequest(input) };
     // `ext_authz` needs a restart, so whether the proxy forwards stays as it started.
     const forwarding = forwards(initial);
     const stateOf = (config: ProxyConfig): GateState | ProxyState => (forwarding ? proxyState(config) : gateState(config));

@@ -9,6 +9,8 @@
  * - Unmatched routes: `unmatched: pass` streams them through (outcome `passthrough`);
  *   `unmatched: deny` answers 403 `forbidden`, reason `UNMATCHED_ROUTE` (not `permit_required`:
  *   no permit can ever open a path that is not a configured route).
+ * - MCP routes (`mcp:`): the MCP gate decides each JSON-RPC message (mcp/serve.ts) and forwards
+ *   through the same forwarding, answering refusals in JSON-RPC rather than the error envelope.
  * - WebSocket (any `Upgrade`) requests: piped through raw on unmatched `pass` paths; on a matched
  *   route 403 `forbidden`, reason `UPGRADE_ON_GATED_ROUTE`: the gate verifies HTTP requests, and
  *   an upgraded connection would carry any number of unverified actions.
@@ -45,11 +47,12 @@ import { ATTR } from '../shared/telemetry/attributes.js';
 import { tracing } from '../shared/telemetry/index.js';
 import type { ProxyConfig } from './config.js';
 import type { ExecutionRecords } from './execution-records.js';
-import { executionOutcome, forwardRequest, unavailableError, upstreamOf, type ExecutionOutcome, type Upstream } from './forward.js';
+import { executionOutcome, forwardRequest, unavailableError, upstreamOf, type ExecutionOutcome, type ResponseObserver, type Upstream } from './forward.js';
 import type { Gate } from './gate.js';
 import { executionRecord } from './gate-records.js';
 import { countVerification, UNMATCHED_ROUTE, type ProxyMetrics, type RequestOutcome } from './metrics.js';
 import { drainHttpServer } from './http-drain.js';
+import { serveMcp, type McpServeContext } from './mcp/serve.js';
 import { gateState, placeRequest, type GateState } from './placement.js';
 import { ProxyStopped } from './upstream-outcome.js';
 import {
@@ -140,6 +143,18 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     }
 
     const { route } = placed;
+    if (route.mcp !== undefined) {
+      const context: McpServeContext = {
+        gate,
+        metrics,
+        logger,
+        executionRecords,
+        permitHeader: state.config.permit_header,
+        forward: (body, added, observer) => forward(req, res, state, { target, requestId, route: route.name, body, added, observer, ownLength: true }),
+        observe,
+      };
+      return serveMcp(context, req, res, { route, mcp: route.mcp, target, requestId, started });
+    }
     let buffered: BufferedBody | undefined;
     if (route.needsBody) {
       const read = await readBounded(req, route.max_body_bytes);
@@ -206,6 +221,10 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     route: string;
     body: Readable | Buffer | undefined;
     added: Record<string, string>;
+    /** Sees the answer as it passes (the MCP gate reads a tool result). */
+    observer?: ResponseObserver | undefined;
+    /** The body is a message the MCP gate may have rewritten: a Buffer goes with its own length. */
+    ownLength?: boolean;
   }
 
   /** What the execution record and the metrics need: the upstream's status (null: no answer). */
@@ -214,7 +233,9 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
   }
 
   async function forward(req: IncomingMessage, res: ServerResponse, state: ProxyState, input: ForwardInput): Promise<ForwardSummary> {
-    const headers = forwardHeaders(req, state.config.permit_header, input.requestId, input.added);
+    let headers = forwardHeaders(req, state.config.permit_header, input.requestId, input.added);
+    // A rewritten message goes with its own length (undici sets it from the Buffer).
+    if (input.ownLength === true && Buffer.isBuffer(input.body)) headers = withoutContentLength(headers);
     const result = await forwardRequest(agent, res, {
       upstream: state.upstream,
       target: input.target,
@@ -222,6 +243,7 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
       headers,
       body: input.body,
       requestId: input.requestId,
+      ...(input.observer !== undefined ? { observer: input.observer } : {}),
     });
     const summary: ForwardSummary = { durationMs: result.durationMs, ...executionOutcome(result) };
     if (result.outcome === 'answered') return summary;
@@ -340,6 +362,12 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
       await executionRecords.close();
     },
   };
+}
+
+function withoutContentLength(headers: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i + 1 < headers.length; i += 2) if (headers[i]!.toLowerCase() !== 'content-length') out.push(headers[i]!, headers[i + 1]!);
+  return out;
 }
 
 function shuttingDown(): CountersignError {

@@ -53,8 +53,12 @@ export { VERIFY_ERROR_CODES, type VerifyErrorCode } from './verify-codes.js';
 export { MAX_TOKEN_LENGTH, type PermitKeyResolver, type PermitVerificationKey } from './signed-claims.js';
 
 export type PermitBinding =
-  /** The gate derived the action's facts: the binding hash is recomputed. */
-  | { kind: 'full'; facts: Record<string, unknown> }
+  /**
+   * The gate derived the action's facts: the binding hash is recomputed. `required` names facts
+   * the permit must bind besides its own choice (the MCP gate's `arguments_digest`): a permit that
+   * does not bind one of them does not cover this exact request, so it is refused before the consume.
+   */
+  | { kind: 'full'; facts: Record<string, unknown>; required?: readonly string[] }
   /** Only the action type and actor are known; empty strings mean "not given". */
   | { kind: 'partial'; actionType?: string; actorId?: string };
 
@@ -250,6 +254,9 @@ function checkBinding(claims: PermitClaims, binding: PermitBinding): VerifyOutco
   if (actorId === undefined) return refuse('BINDING_MISMATCH', 'the gate could not derive the bound fact actor_id', claims);
   if (actorId !== claims.sub) return refuse('ACTOR_MISMATCH', 'the permit is for another actor', claims);
 
+  for (const name of binding.required ?? []) {
+    if (!claims.bkeys.includes(name)) return refuse('BINDING_MISMATCH', `the permit does not bind ${name}, which this gate requires`, claims);
+  }
   // Null prototype: a bound name such as "__proto__" must reach bindingHash (which refuses it)
   // instead of silently changing the object's prototype.
   const picked: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
