@@ -41,6 +41,17 @@ const NPM_TIMEOUT_MS = 10 * 60_000;
  */
 const NPX_LOCAL_ONLY = { npm_config_yes: 'false' };
 
+/**
+ * The environment of every command the check runs: this process's, without the settings that
+ * point Countersign at servers (DATABASE_URL, REDIS_URL, COUNTERSIGN_*), which CI exports for the
+ * other suites. The installed package must work on its embedded defaults in an empty folder.
+ */
+const packageEnv = (extra = {}) => {
+  const env = { ...process.env, ...NPX_LOCAL_ONLY };
+  for (const name of Object.keys(env)) if (/^(DATABASE_URL|REDIS_|COUNTERSIGN_)/.test(name)) delete env[name];
+  return { ...env, ...extra };
+};
+
 const counts = { passed: 0, failed: 0 };
 const log = (line) => process.stdout.write(`${line}\n`);
 
@@ -100,7 +111,7 @@ for (const signal of ['SIGINT', 'SIGTERM']) {
  * group of its own, so that nothing it started outlives the check.
  */
 async function startServer(folder, args, env, message) {
-  const child = spawn('npx', ['countersign', ...args], { cwd: folder, env: { ...process.env, ...NPX_LOCAL_ONLY, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const child = spawn('npx', ['countersign', ...args], { cwd: folder, env: packageEnv(env), stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   groups.add(child.pid);
   let output = '';
   child.stdout.setEncoding('utf8').on('data', (chunk) => (output += chunk));
@@ -206,7 +217,7 @@ async function main() {
     mkdirSync(folder);
     const installed = await run('npm', ['install', '--prefix', folder, '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error', tarball], { cwd: folder });
     if (!check(installed.code === 0, 'npm install <tarball> in an empty folder', `${installed.stderr}${installed.stdout}`)) return;
-    const countersign = (args, env = {}) => run('npx', ['countersign', ...args], { cwd: folder, env: { ...process.env, ...NPX_LOCAL_ONLY, ...env }, timeout: READY_TIMEOUT_MS });
+    const countersign = (args, env = {}) => run('npx', ['countersign', ...args], { cwd: folder, env: packageEnv(env), timeout: READY_TIMEOUT_MS });
 
     const shown = await countersign(['--version']);
     check(shown.code === 0 && shown.stdout.split('\n')[0] === `countersign ${version}`, `npx countersign --version prints ${version}`, `exit ${shown.code}: ${shown.stdout}${shown.stderr}`);
