@@ -7,7 +7,9 @@
  *   aof       a Redis with appendonly yes + appendfsync always, its file on disk (os.tmpdir(), not
  *             /dev/shm like npm test's): the realistic cost of an fsync per write batch (the proxy
  *             sends WAITAOF on Redis 7.2+, else relies on appendfsync always)
- *   replica   a primary without persistence and one replica (--replicaof); WAIT 1 after each write
+ *   replica   a primary without persistence and one replica (--replicaof); WAIT 1 after each write;
+ *             then again with two replicas (WAIT 2: the proxy waits for every replica that could be
+ *             promoted)
  * Each mode has its own proxy process (the enforce row's configuration, the mode from the
  * environment). aof and replica proxies refuse to start when their Redis cannot keep the mode, so
  * the replica is connected and in sync first. Every server runs on a free loopback port, in a temp
@@ -43,7 +45,9 @@ import { PASS_REQUEST, proxyYaml } from './proxy-setup.mjs';
 const MODES = [
   { mode: 'none', label: 'none', env: { COUNTERSIGN_STORE_DURABILITY: 'none', COUNTERSIGN_ACCEPT_WEAKER_DURABILITY: '1' } },
   { mode: 'aof', label: 'aof (disk)', env: { COUNTERSIGN_STORE_DURABILITY: 'aof' } },
-  { mode: 'replica', label: 'replica', env: { COUNTERSIGN_STORE_DURABILITY: 'replica' } },
+  { mode: 'replica', label: 'replica', replicas: 1, env: { COUNTERSIGN_STORE_DURABILITY: 'replica' } },
+  // WAIT waits for every replica that could be promoted: the cost with a second one.
+  { mode: 'replica', label: 'replica ×2', replicas: 2, env: { COUNTERSIGN_STORE_DURABILITY: 'replica' } },
 ];
 
 /** Settings every Redis here shares: loopback, no RDB snapshots, no delay before a replica's sync. */
@@ -105,8 +109,8 @@ async function startRedisServer(binary, name, args, dirs) {
   return proc;
 }
 
-/** The Redis servers of one mode; resolves { url, procs, detail }. */
-async function startStore(binary, mode, dirs) {
+/** The Redis servers of one mode (`replicas`: how many for replica); resolves { url, procs, detail }. */
+async function startStore(binary, { mode, replicas }, dirs) {
   if (mode === 'none') {
     const redis = await startRedisServer(binary, 'the Redis of durability none', ['--appendonly', 'no'], dirs);
     return { url: redis.url, procs: [redis], detail: 'no persistence' };
@@ -115,14 +119,19 @@ async function startStore(binary, mode, dirs) {
     const redis = await startRedisServer(binary, 'the Redis of durability aof', ['--appendonly', 'yes', '--appendfsync', 'always'], dirs);
     return { url: redis.url, procs: [redis], detail: `appendfsync always, AOF on disk (${tmpdir()})` };
   }
-  const primary = await startRedisServer(binary, 'the primary of durability replica', ['--appendonly', 'no'], dirs);
-  const replica = await startRedisServer(binary, 'the replica of durability replica', ['--appendonly', 'no', '--replicaof', '127.0.0.1', String(primary.port)], dirs);
-  // In sync: the replica's link is up and the primary counts it online (what WAIT 1 needs).
-  await waitFor('the replica to be in sync', [primary, replica], async () => {
-    const [ofPrimary, ofReplica] = [await info(primary.url, 'replication'), await info(replica.url, 'replication')];
-    return ofReplica.master_link_status === 'up' && Number(ofPrimary.connected_slaves) >= 1 && /state=online/.test(ofPrimary.slave0 ?? '');
+  const primary = await startRedisServer(binary, `the primary of durability replica ×${replicas}`, ['--appendonly', 'no'], dirs);
+  const followers = [];
+  for (let n = 1; n <= replicas; n++) {
+    followers.push(await startRedisServer(binary, `replica ${n} of durability replica ×${replicas}`, ['--appendonly', 'no', '--replicaof', '127.0.0.1', String(primary.port)], dirs));
+  }
+  // In sync: every replica's link is up and the primary counts each online (what WAIT n needs).
+  await waitFor('the replicas to be in sync', [primary, ...followers], async () => {
+    const ofPrimary = await info(primary.url, 'replication');
+    const online = followers.map((_, n) => /state=online/.test(ofPrimary[`slave${n}`] ?? ''));
+    const links = await Promise.all(followers.map(async (follower) => (await info(follower.url, 'replication')).master_link_status === 'up'));
+    return Number(ofPrimary.connected_slaves) >= replicas && online.every(Boolean) && links.every(Boolean);
   });
-  return { url: primary.url, procs: [primary, replica], detail: 'primary without persistence, 1 replica in sync' };
+  return { url: primary.url, procs: [primary, ...followers], detail: `primary without persistence, ${replicas} replica${replicas === 1 ? '' : 's'} in sync` };
 }
 
 /**
@@ -149,10 +158,10 @@ export async function startDurabilitySetups({ upstream, authority, keyFile, orgI
     await Promise.all(dirs.map((dir) => rm(dir, { recursive: true, force: true })));
   };
   try {
-    for (const { mode, label, env } of MODES) {
+    for (const { mode, label, replicas, env } of MODES) {
       const setup = { mode, label };
       setups.push(setup);
-      setup.store = await startStore(binary, mode, dirs);
+      setup.store = await startStore(binary, { mode, replicas }, dirs);
       setup.version = (await info(setup.store.url, 'server')).redis_version;
       // The organization's epoch in this Redis, before any permit for it is minted.
       const store = new RedisStore({ url: setup.store.url });
@@ -161,7 +170,7 @@ export async function startDurabilitySetups({ upstream, authority, keyFile, orgI
       } finally {
         await store.close();
       }
-      const proxyDir = await mkdtemp(join(tmpdir(), `countersign-durability-${mode}-`));
+      const proxyDir = await mkdtemp(join(tmpdir(), `countersign-durability-${mode}-${replicas ?? 0}-`));
       dirs.push(proxyDir);
       setup.proxy = await startCountersignProxy({
         dir: proxyDir, redisUrl: setup.store.url, env, name: `the ${label} proxy`,
@@ -240,7 +249,7 @@ export function reportDurability(log, { rows }, { rate, enforce }) {
     log(`  ${row.label}: ${fmt(row.closed.perSecond / none.closed.perSecond, 2)}× throughput, ${signed(perRequest(row.closed) - perRequest(none.closed), 0, ' µs')} CPU/req, ` +
       `p99 ${fmt(row.open.p99, 1)} ms (none: ${fmt(none.open.p99, 1)} ms)`);
   }
-  log('  (per s and proxy µs/req: closed loop; redis+pg cpu: the mode\'s Redis servers (primary and replica) and Postgres, % of one core, closed loop; p99: open loop)');
+  log('  (per s and proxy µs/req: closed loop; redis+pg cpu: the mode\'s Redis servers (the primary and its replicas) and Postgres, % of one core, closed loop; p99: open loop)');
   if (cells.some((cell) => cell[7].endsWith('*'))) log(`  * ${rate}/s is at or above ${SATURATED_SHARE * 100} % of that mode's closed-loop throughput: the open loop queues, and its p99 says "saturated", not the mode's cost`);
   const disturbed = rows.flatMap((row) => [row.closed, row.open]).filter((row) => row.cpu.other > OTHER_LOAD_WARNING);
   if (disturbed.length > 0) {
