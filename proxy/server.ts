@@ -285,7 +285,8 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
       });
       return { status: answer.statusCode, headers: answer.headers, body: answer.body };
     } catch (error) {
-      const failure = classifyUpstreamFailure(error, { dispatched: true, clientGone: res.destroyed });
+      if (res.destroyed) return null; // the client went away: a list has nowhere to go
+      const failure = classifyUpstreamFailure(error, { dispatched: true, clientGone: false });
       metrics.upstreamErrors.inc({ route: input.route });
       logger.warn({ err: error, request_id: input.requestId, route: input.route, upstream: failure.upstream, code: failure.code }, 'upstream unavailable');
       if (!res.destroyed) sendError(res, input.requestId, unavailableError(failure));

@@ -108,7 +108,7 @@ export async function serveToolList(
         if (rewritten !== undefined) return finish(res, answer, requestId, [Buffer.from(rewritten)], iterator, () => context.observe(route.name, 'passthrough', started));
       }
     }
-    const refusal = mcpRefusal('MCP_LIST_TOO_LARGE', `the MCP server's tools/list answer is larger than ${MAX_TOOL_LIST_BYTES} bytes, too large to filter`, 503);
+    const refusal = mcpRefusal('MCP_LIST_TOO_LARGE', `the MCP server's tools/list answer is larger than ${MAX_TOOL_LIST_BYTES} bytes, too large to filter`);
     const routeLevel: GateRoute = { name: route.name, mode: route.mode, action_type: DEFAULT_TOOL_ACTION_TYPE };
     const decision = await context.gate.refuseRequest({ route: routeLevel, requestId, refusal });
     countVerification(context.metrics, route, decision);
