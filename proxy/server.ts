@@ -53,8 +53,9 @@ import { executionRecord } from './gate-records.js';
 import { countVerification, UNMATCHED_ROUTE, type ProxyMetrics, type RequestOutcome } from './metrics.js';
 import { drainHttpServer } from './http-drain.js';
 import { serveMcp, type McpServeContext } from './mcp/serve.js';
+import type { UpstreamAnswer } from './mcp/tool-list.js';
 import { gateState, placeRequest, type GateState } from './placement.js';
-import { ProxyStopped } from './upstream-outcome.js';
+import { classifyUpstreamFailure, ProxyStopped } from './upstream-outcome.js';
 import {
   abortedWhenGone,
   type BufferedBody,
@@ -151,6 +152,7 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
         executionRecords,
         permitHeader: state.config.permit_header,
         forward: (body, added, observer) => forward(req, res, state, { target, requestId, route: route.name, body, added, observer, ownLength: true }),
+        exchange: (body, added) => exchange(req, res, state, { target, requestId, route: route.name, body, added }),
         observe,
       };
       return serveMcp(context, req, res, { route, mcp: route.mcp, target, requestId, started });
@@ -266,6 +268,32 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     return summary;
   }
 
+  /**
+   * The MCP gate's `tools/list` (mcp/tool-list.ts): the upstream's answer handed back unread, in no
+   * content encoding, for the gate to rewrite; null when the upstream did not answer (the client got the 502).
+   */
+  async function exchange(req: IncomingMessage, res: ServerResponse, state: ProxyState, input: ForwardInput & { body: Buffer }): Promise<UpstreamAnswer | null> {
+    const headers = withoutHeaders(forwardHeaders(req, state.config.permit_header, input.requestId, input.added), ['content-length', 'accept-encoding']);
+    try {
+      const answer = await agent.request({
+        origin: state.upstream.origin,
+        path: state.upstream.pathPrefix + input.target,
+        method: 'POST',
+        headers,
+        body: input.body,
+        signal: abortedWhenGone(res),
+      });
+      return { status: answer.statusCode, headers: answer.headers, body: answer.body };
+    } catch (error) {
+      if (res.destroyed) return null; // the client went away: a list has nowhere to go
+      const failure = classifyUpstreamFailure(error, { dispatched: true, clientGone: false });
+      metrics.upstreamErrors.inc({ route: input.route });
+      logger.warn({ err: error, request_id: input.requestId, route: input.route, upstream: failure.upstream, code: failure.code }, 'upstream unavailable');
+      if (!res.destroyed) sendError(res, input.requestId, unavailableError(failure));
+      return null;
+    }
+  }
+
   function handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     const requestId = requestIdOf(req);
     socket.on('error', () => socket.destroy());
@@ -365,8 +393,12 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
 }
 
 function withoutContentLength(headers: string[]): string[] {
+  return withoutHeaders(headers, ['content-length']);
+}
+
+function withoutHeaders(headers: string[], names: readonly string[]): string[] {
   const out: string[] = [];
-  for (let i = 0; i + 1 < headers.length; i += 2) if (headers[i]!.toLowerCase() !== 'content-length') out.push(headers[i]!, headers[i + 1]!);
+  for (let i = 0; i + 1 < headers.length; i += 2) if (!names.includes(headers[i]!.toLowerCase())) out.push(headers[i]!, headers[i + 1]!);
   return out;
 }
 

@@ -43,6 +43,8 @@ const PASSING_METHODS: ReadonlySet<string> = new Set([
   'prompts/get',
   'completion/complete',
   'server/discover',
+  // 2026-07-28: a stream of the server's change notifications, in place of the GET stream.
+  'subscriptions/listen',
 ]);
 
 export type MessageKind = 'pass' | 'tool_call' | 'unknown';

@@ -33,11 +33,13 @@ import { countVerification, type ProxyMetrics, type RequestOutcome } from '../me
 import { mcpRefusal, refusalAnswer } from './answers.js';
 import { callFacts } from './call-facts.js';
 import { ARGUMENTS_DIGEST_FACT, DEFAULT_TOOL_ACTION_TYPE, toolEntry, type McpRoute } from './config.js';
+import { decodedHeaderValue, forEra, messageEra, protocolVersionContradiction, withoutGateInput } from './era.js';
 import { errorResponse, INVALID_REQUEST, messageKind, metaPermit, PARSE_ERROR, parseMessages, toolErrorResult, withoutPermit, type JsonRpcMessage } from './jsonrpc.js';
+import { hiddenTools, serveToolList, type ToolListContext } from './tool-list.js';
 import { watchToolResult } from './tool-outcome.js';
 
 /** What the forwarding server lends the MCP gate. */
-export interface McpServeContext {
+export interface McpServeContext extends ToolListContext {
   gate: Gate;
   metrics: ProxyMetrics;
   logger: Logger;
@@ -87,7 +89,7 @@ export async function serveMcp(context: McpServeContext, req: IncomingMessage, r
     }
     context.logger.info({ request_id: request.requestId, route: route.name, reason: refusal.reason, detail: refusal.detail }, 'MCP request blocked');
     const { status, body } = answer(decision);
-    sendJson(res, request.requestId, status, body);
+    sendJson(res, request.requestId, status, forEra(messageEra(req.headers, undefined), body));
     context.observe(route.name, 'blocked', started);
   };
 
@@ -118,7 +120,12 @@ export async function serveMcp(context: McpServeContext, req: IncomingMessage, r
   }
   const message = messages[0]!;
   const kind = messageKind(message);
-  if (kind === 'pass') return forwardAsSent('passthrough');
+  if (kind === 'pass') {
+    const hidden = message.method === 'tools/list' ? hiddenTools(request.mcp, route.mode) : undefined;
+    if (hidden === undefined) return forwardAsSent('passthrough');
+    const send = (status: number, body: unknown) => sendJson(res, request.requestId, status, forEra(messageEra(req.headers, message), body));
+    return serveToolList(context, res, { route, requestId: request.requestId, started, send }, message, Buffer.concat(read.chunks), hidden);
+  }
   if (kind === 'unknown') {
     const what = message.id === undefined ? `the notification ${message.method}` : `the method ${message.method}`;
     const refusal = mcpRefusal('MCP_METHOD_NOT_ALLOWED', `${what} is not one the gate lets pass or decides`);
@@ -174,7 +181,7 @@ async function serveToolCall(
   countVerification(context.metrics, route, decision);
   if (decision.action === 'block') {
     context.logger.info({ request_id: requestId, route: route.name, tool: name, reason: decision.reason, detail: decision.detail }, 'tool call blocked');
-    sendJson(res, requestId, 200, toolErrorResult(id, refusalAnswer(decision, call)));
+    sendJson(res, requestId, 200, forEra(messageEra(req.headers, message), toolErrorResult(id, refusalAnswer(decision, call))));
     return context.observe(route.name, 'blocked', started);
   }
   if (decision.wouldBlock !== null) {
@@ -183,8 +190,8 @@ async function serveToolCall(
   const permitted = decision.wouldBlock === null && decision.permitId !== null;
   const added: Record<string, string> = { 'x-countersign-mode': decision.mode };
   if (permitted) added['x-countersign-permit-id'] = decision.permitId!;
-  // The permit is for the gate alone: the MCP server gets the call without it.
-  const body = Buffer.from(JSON.stringify(withoutPermit(message)));
+  // The permit and the answers to the gate's own input requests are for the gate alone.
+  const body = Buffer.from(JSON.stringify(withoutGateInput(withoutPermit(message))));
   const watch = watchToolResult(id);
   const result = await context.forward(body, added, permitted ? watch.observer : undefined);
   context.observe(route.name, result.status === null ? 'upstream_error' : decision.wouldBlock !== null ? 'would_block' : 'forwarded', started);
@@ -225,11 +232,11 @@ function permitOf(req: IncomingMessage, permitHeader: string, message: JsonRpcMe
   return meta ?? header;
 }
 
-/** Why the `Mcp-Method` / `Mcp-Name` headers contradict the body, or undefined when they agree (or are absent). */
+/** Why the `Mcp-Method` / `Mcp-Name` / `MCP-Protocol-Version` headers contradict the body, or undefined when they agree (or are absent). */
 function headerContradiction(req: IncomingMessage, messages: readonly JsonRpcMessage[], batch: boolean): string | undefined {
   const method = req.headers['mcp-method'];
   const name = req.headers['mcp-name'];
-  if (method === undefined && name === undefined) return undefined;
+  if (method === undefined && name === undefined) return batch ? undefined : protocolVersionContradiction(req.headers, messages[0]!);
   if (Array.isArray(method) || Array.isArray(name)) return 'the Mcp-Method or Mcp-Name header appears more than once';
   if (batch) return 'a batch cannot carry Mcp-Method or Mcp-Name headers';
   const message = messages[0]!;
@@ -237,9 +244,9 @@ function headerContradiction(req: IncomingMessage, messages: readonly JsonRpcMes
   if (name !== undefined) {
     const params = message.params;
     const named = message.method === 'resources/read' ? params?.uri : params?.name;
-    if (name !== named) return `the Mcp-Name header says ${name}, the body ${typeof named === 'string' ? named : 'nothing'}`;
+    if (decodedHeaderValue(name) !== named) return `the Mcp-Name header says ${name}, the body ${typeof named === 'string' ? named : 'nothing'}`;
   }
-  return undefined;
+  return protocolVersionContradiction(req.headers, message);
 }
 
 function sendJson(res: ServerResponse, requestId: string, status: number, body: unknown): void {

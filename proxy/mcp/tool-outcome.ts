@@ -70,15 +70,23 @@ function jsonMessages(text: string): unknown[] {
   }
 }
 
-/** The JSON of each event's `data:` lines (joined with newlines, as the event-stream format says). */
+/** The blank line between two events of an event stream; `split` keeps it (tool-list.ts puts the stream back together). */
+export const EVENT_BOUNDARY = /(\r?\n\r?\n)/;
+
+/** An event's `data:` lines, joined with newlines as the event-stream format says; empty when it has none. */
+export function eventData(event: string): string {
+  return event
+    .split(/\r?\n/)
+    .filter((line) => line.startsWith('data:'))
+    .map((line) => line.slice(line.startsWith('data: ') ? 6 : 5))
+    .join('\n');
+}
+
+/** The JSON of each event's data. */
 function eventMessages(text: string): unknown[] {
   const messages: unknown[] = [];
-  for (const event of text.split(/\r?\n\r?\n/)) {
-    const data = event
-      .split(/\r?\n/)
-      .filter((line) => line.startsWith('data:'))
-      .map((line) => line.slice(line.startsWith('data: ') ? 6 : 5))
-      .join('\n');
+  for (const event of text.split(EVENT_BOUNDARY)) {
+    const data = eventData(event);
     if (data === '') continue;
     try {
       messages.push(JSON.parse(data));
