@@ -5,7 +5,8 @@
  * NO_MATCHING_CLASS on every request, so an example that drifts from the policy fails here.
  *
  * Read: the proxy configurations in config/ (through the proxy's own loader, and the routes shown
- * commented out), the Helm examples' `countersignProxy.routes` (through the proxy's route schema),
+ * commented out; an MCP route's tools each with the target the gate binds), the Helm examples'
+ * `countersignProxy.routes` (through the proxy's route schema),
  * and the fenced examples of README.md and docs/: routes and policy test cases in YAML or JSON
  * blocks, and the request bodies of `curl -d '…'` in shell blocks (evaluate in its three forms,
  * verify-permit, AuthZEN evaluations with their action names mapped as the authority maps them).
