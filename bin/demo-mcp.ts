@@ -96,7 +96,7 @@ function callTool(params: Json): { result: ToolResult } | { error: [number, stri
  * The answer to one JSON-RPC message: `undefined` for a notification or a response (HTTP 202,
  * no body), else the JSON-RPC response to send with HTTP 200.
  */
-export function answerDemoMcp(message: Json): Json | undefined {
+function answerDemoMcp(message: Json): Json | undefined {
   const { id, method } = message;
   if (typeof method !== 'string' || id === undefined) return undefined;
   const params = isObject(message.params) ? message.params : {};
