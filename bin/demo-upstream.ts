@@ -1,7 +1,8 @@
 /**
  * The demo upstream that `npm start` puts behind the proxy: `POST /echo/:id` answers what it
  * received, including the headers the proxy added, so the README walkthrough can show a request
- * that reached the protected system only after its permit was verified.
+ * that reached the protected system only after its permit was verified; `/mcp` is the demo MCP
+ * server (demo-mcp.ts) that docs/mcp.md's walkthrough gates.
  *
  * @example
  *   const upstream = await startDemoUpstream({ host: '127.0.0.1', port: 7090 });
@@ -10,6 +11,7 @@
  */
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { DEMO_MCP_PATH, serveDemoMcp } from './demo-mcp.js';
 
 export interface DemoUpstream {
   url: string;
@@ -31,6 +33,7 @@ async function bodyOf(request: IncomingMessage): Promise<string> {
 
 export async function startDemoUpstream(listen: { host: string; port: number }): Promise<DemoUpstream> {
   const server = createServer((request, response) => {
+    if (request.url === DEMO_MCP_PATH) return serveDemoMcp(request, response);
     const match = /^\/echo\/([^/?]+)/.exec(request.url ?? '');
     if (request.method !== 'POST' || !match) {
       response.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'not_found' }));

@@ -4,7 +4,9 @@
  * an event loop with the load generator, the upstream or another proxy:
  *
  *   node test/bench/bench-servers.mjs upstream      the protected system: 200 with the given body;
- *                                                   counts what reaches it (GET /__bench/stats)
+ *                                                   counts what reaches it (GET /__bench/stats); at
+ *                                                   /mcp the demo MCP server of `countersign start`
+ *                                                   (dist/bin/demo-mcp.js)
  *   node test/bench/bench-servers.mjs http-proxy-3  pass-through with http-proxy-3, keep-alive agent
  *   node test/bench/bench-servers.mjs undici        pass-through on undici's Agent, agent.request,
  *                                                   the answer streamed with stream.pipeline
@@ -58,16 +60,28 @@ function sendJson(res, status, body) {
 /**
  * Counts every request, and the ids of `/echo/<id>` requests (the gated route) separately: each
  * gated request carries a fresh permit for its own id, so a distinct count below the total would
- * mean one permit opened the upstream twice.
+ * mean one permit opened the upstream twice. `/mcp` is served by the demo MCP server; the calls the
+ * gate let through carry the permit's id (X-Countersign-Permit-Id), counted likewise.
  */
-function upstream({ body: text }) {
-  const stats = { requests: 0, echo: 0 };
+async function upstream({ body: text }) {
+  const { DEMO_MCP_PATH, serveDemoMcp } = await import(new URL('../../dist/bin/demo-mcp.js', import.meta.url).href);
+  const stats = { requests: 0, echo: 0, mcp: 0, mcpPermitted: 0 };
   const echoIds = new Set();
+  const mcpPermits = new Set();
   // The load generator checks every answer against this body, so it knows the upstream wrote it.
   const body = Buffer.from(text);
   return createServer((req, res) => {
-    if (req.url === '/__bench/stats') return sendJson(res, 200, { ...stats, echoDistinct: echoIds.size });
+    if (req.url === '/__bench/stats') return sendJson(res, 200, { ...stats, echoDistinct: echoIds.size, mcpPermittedDistinct: mcpPermits.size });
     stats.requests += 1;
+    if (req.url === DEMO_MCP_PATH) {
+      stats.mcp += 1;
+      const permitId = req.headers['x-countersign-permit-id'];
+      if (permitId !== undefined) {
+        stats.mcpPermitted += 1;
+        mcpPermits.add(permitId);
+      }
+      return serveDemoMcp(req, res);
+    }
     if (req.url.startsWith('/echo/')) {
       stats.echo += 1;
       echoIds.add(req.url);

@@ -15,7 +15,7 @@
  *   connections   keep-alive connections (closed: also the number of clients)
  *   rate          open loop only
  *   warmupMs, windowMs
- *   requests      pre-built [{method, path, headers}]
+ *   requests      pre-built [{method, path, headers, body?}] (body: a string, such as a JSON-RPC message)
  *   reuse         true: cycle over `requests`; false: each is sent once (a fresh permit per
  *                 request), and running out ends the measured window early (`exhausted`)
  *   expect        {status, body}: anything else is an error
@@ -60,9 +60,9 @@ function createRecorder(windowStart, windowEnd) {
 
 /** One request; resolves null when the answer is the expected one, else what went wrong. */
 function sender(pool, expect) {
-  return async ({ method, path, headers }) => {
+  return async ({ method, path, headers, body }) => {
     try {
-      const response = await pool.request({ method, path, headers, headersTimeout: REQUEST_TIMEOUT_MS, bodyTimeout: REQUEST_TIMEOUT_MS });
+      const response = await pool.request({ method, path, headers, body, headersTimeout: REQUEST_TIMEOUT_MS, bodyTimeout: REQUEST_TIMEOUT_MS });
       const text = await response.body.text();
       if (response.statusCode === expect.status && text === expect.body) return null;
       let code = '';

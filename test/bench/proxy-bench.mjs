@@ -17,6 +17,10 @@
  *   naive gate             jose jwtVerify + Redis SET NX + the classic http-proxy, fresh permits too
  *   the floor              an Ed25519 verify and a Redis round trip, each alone (floor-bench.mjs),
  *                          beside the undici dispatch row: what an enforced request cannot avoid
+ *   mcp tools/call, tools/list
+ *                          an MCP tools/call through the gate with the caller's permit, and tools/list
+ *                          (which passes), each against the same request straight to the upstream's
+ *                          MCP server (mcp-bench.mjs); run alone with BENCH_ONLY=mcp (`only: 'mcp'`)
  *   durability none, aof (disk), replica
  *                          the enforced route again, once per store durability mode, each with its
  *                          own proxy and redis-server process(es): none on a Redis without
@@ -37,6 +41,7 @@
  *   const { ok } = await runProxyBench({ databaseUrl, redisUrl, seconds: 5, warmupSeconds: 1, processWarmupSeconds: 10,
  *     connections: 32, rate: 1000, soakSeconds: 0, soakRate: 500, log: console.log, signal });
  *   await runProxyBench({ ...sameOptions, only: 'durability' }); // the durability rows alone
+ *   await runProxyBench({ ...sameOptions, only: 'mcp' }); // the MCP rows alone
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
@@ -54,6 +59,7 @@ import { report } from './proxy-report.mjs';
 import { reportDurability, runDurabilityRows, startDurabilitySetups } from './durability-bench.mjs';
 import { localStorePids, mintPermitRequests, PASS_REQUEST, PERMIT_HEADER, proxyYaml, setUpOrganization } from './proxy-setup.mjs';
 import { runSoak } from './proxy-soak.mjs';
+import { mintMcpCalls, reportMcp, runMcpRows } from './mcp-bench.mjs';
 import { measureFloorParts } from './floor-bench.mjs';
 
 const UPSTREAM_BODY = '{"ok":true,"service":"bench-upstream"}';
@@ -99,7 +105,10 @@ function createMeasure({ upstream, authority, storePids, options }) {
     stores: cpuTimes(storePids),
     machine: machineTimes(),
   });
-  return async function measure({ name, server, mode, requests, reuse, warmupMs, windowMs, connections = options.connections, rate = options.rate, settle: calm = true, pauseAuthority = false }) {
+  return async function measure({
+    name, server, mode, requests, reuse, warmupMs, windowMs, connections = options.connections, rate = options.rate, settle: calm = true, pauseAuthority = false,
+    expect = { status: 200, body: UPSTREAM_BODY },
+  }) {
     if (options.signal.aborted) throw new Error('interrupted');
     // Postgres and Redis too: minting thousands of permits leaves Postgres checkpointing for a while.
     if (calm) await settle([authority.pid, server.pid, ...storePids]);
@@ -113,7 +122,7 @@ function createMeasure({ upstream, authority, storePids, options }) {
     let result;
     try {
       result = await runGenerator(
-        { origin: server.url, mode, connections, rate, warmupMs, windowMs, requests, reuse, expect: { status: 200, body: UPSTREAM_BODY } },
+        { origin: server.url, mode, connections, rate, warmupMs, windowMs, requests, reuse, expect },
         { onWindowStart: () => (start = snapshot(server)), onWindowEnd: () => (end = snapshot(server)) },
       );
     } finally {
@@ -225,11 +234,13 @@ async function upstreamStats(upstream) {
 /**
  * Runs the whole benchmark on `databaseUrl` (a server where a database may be created) and
  * `redisUrl`; resolves `{ ok }`. Throws when it could not run at all. `only: 'durability'` runs the
- * durability rows alone, with the authority and the upstream they need.
+ * durability rows alone, with the authority and the upstream they need; `only: 'mcp'` the MCP rows
+ * alone, with the authority, the upstream and the proxy.
  */
 export async function runProxyBench(options) {
   const { log, signal, redisUrl } = options;
   const durabilityOnly = options.only === 'durability';
+  const mcpOnly = options.only === 'mcp';
   if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` (npm run bench does it first)');
   const database = await createBenchDatabase(options.databaseUrl, 'countersign_proxybench');
   const dir = await mkdtemp(join(tmpdir(), 'countersign-proxybench-'));
@@ -243,9 +254,10 @@ export async function runProxyBench(options) {
     const keyFile = join(dir, 'proxy.key');
     const org = await setUpOrganization(authority.url, bootstrapKey, keyFile);
     const upstream = await startBenchServer('upstream', { body: UPSTREAM_BODY });
-    const servers = durabilityOnly ? null : await startServers({ options, dir, redisUrl, upstream, authority, keyFile, org, log });
+    const servers = durabilityOnly || mcpOnly ? null : await startServers({ options, dir, redisUrl, upstream, authority, keyFile, org, log });
+    const proxy = servers?.proxy ?? (mcpOnly ? await startBenchProxy({ options, dir, redisUrl, upstream, authority, keyFile, org }) : null);
     // Every mode's Redis and proxy now, so a mode that cannot run fails before anything is measured.
-    durabilitySetups = await startDurabilitySetups({ upstream, authority, keyFile, orgId: org.id, log });
+    durabilitySetups = mcpOnly ? null : await startDurabilitySetups({ upstream, authority, keyFile, orgId: org.id, log });
     const idleRss = servers && rssBytes(servers.proxy.pid);
     log(`machine: ${availableParallelism()} cores, node ${process.version}; ` +
       `${servers ? `${servers.nginxNote}; ` : ''}every server, the authority and the load generator are separate processes; ` +
@@ -261,11 +273,20 @@ export async function runProxyBench(options) {
       return requests;
     };
     const { rows, extra } = servers ? await runScenarios({ servers, measure, mint, options, log }) : { rows: { closed: {}, open: {} }, extra: { gatedOk: 0, probes: [] } };
-    const durability = await runDurabilityRows({
-      setups: durabilitySetups.setups, measureWith, gatedClosedLoop, mint, pgPids: await localStorePids(undefined, options.databaseUrl),
-      passThroughRate: rows.closed['countersign pass-through']?.perSecond, options, log,
-    });
-    await durabilitySetups.stop();
+    const mintCalls = async (tag, count) => {
+      const started = performance.now();
+      const requests = await mintMcpCalls(authority.url, bootstrapKey, count, signal);
+      log(`  minted ${count} permits for "${tag}" in ${((performance.now() - started) / 1000).toFixed(1)} s (POST /v1/evaluate)`);
+      return requests;
+    };
+    const mcp = proxy ? await runMcpRows({ proxy, upstream, measure, mint: mintCalls, gatedClosedLoop, options, log }) : null;
+    const durability = durabilitySetups
+      ? await runDurabilityRows({
+          setups: durabilitySetups.setups, measureWith, gatedClosedLoop, mint, pgPids: await localStorePids(undefined, options.databaseUrl),
+          passThroughRate: rows.closed['countersign pass-through']?.perSecond, options, log,
+        })
+      : { gatedOk: 0, errors: 0 };
+    await durabilitySetups?.stop();
     extra.gatedOk += durability.gatedOk;
     const soak = servers && options.soakSeconds > 0 ? await runSoak({ proxy: servers.proxy, measure, mint, options, log }) : null;
     if (soak) extra.gatedOk += soak.ok;
@@ -280,16 +301,20 @@ export async function runProxyBench(options) {
     const problems = [];
     if (stats.echo !== extra.gatedOk) problems.push(`${stats.echo} gated requests reached the upstream, ${extra.gatedOk} were answered 200`);
     if (stats.echoDistinct !== stats.echo) problems.push(`${stats.echo - stats.echoDistinct} gated requests reached the upstream with a permit already used`);
-    const errors = [...Object.values(rows.closed), ...Object.values(rows.open), ...extra.probes].reduce((sum, row) => sum + row.errors, 0) + (soak?.errors ?? 0) + durability.errors;
+    if (mcp && stats.mcpPermitted !== mcp.gatedOk) problems.push(`${stats.mcpPermitted} gated MCP tool calls reached the upstream, ${mcp.gatedOk} were answered with its result`);
+    if (stats.mcpPermittedDistinct !== stats.mcpPermitted) problems.push(`${stats.mcpPermitted - stats.mcpPermittedDistinct} gated MCP tool calls reached the upstream with a permit already used`);
+    const mcpRows = mcp ? [...Object.values(mcp.rows.closed), ...Object.values(mcp.rows.open), ...mcp.probes] : [];
+    const errors = [...Object.values(rows.closed), ...Object.values(rows.open), ...extra.probes, ...mcpRows].reduce((sum, row) => sum + row.errors, 0) + (soak?.errors ?? 0) + durability.errors;
 
-    const proxyExit = servers ? await servers.proxy.stop() : { code: 0 };
+    const proxyExit = proxy ? await proxy.stop() : { code: 0 };
     if (servers) report(log, { rows, rss: { idle: idleRss, ...extra.rss }, soak, nginx: Boolean(servers.nginx), rate: options.rate, probes: extra.probes, floor });
+    if (mcp) reportMcp(log, mcp, { http: servers ? rows : null, rate: options.rate });
     const enforce = { closed: rows.closed['countersign enforce'], open: rows.open['countersign enforce'] };
-    reportDurability(log, durability, { rate: options.rate, enforce });
+    if (!mcpOnly) reportDurability(log, durability, { rate: options.rate, enforce });
     log('');
-    if (problems.length === 0) log(`upstream: ${stats.echo} gated requests arrived, each permit once, as many as were answered 200`);
+    if (problems.length === 0) log(`upstream: ${stats.echo} gated requests${mcp ? ` and ${stats.mcpPermitted} gated MCP tool calls` : ''} arrived, each permit once, as many as were answered 200`);
     for (const problem of problems) log(`upstream check failed: ${problem}`);
-    if (proxyExit.code !== 0) log(`the proxy did not exit cleanly on SIGTERM (${describeExit(proxyExit)}):\n${servers.proxy.output()}`);
+    if (proxyExit.code !== 0) log(`the proxy did not exit cleanly on SIGTERM (${describeExit(proxyExit)}):\n${proxy.output()}`);
     if (options.cpuProfileDir && servers) log(`proxy CPU profile (proxy.cpuprofile, open in Chrome DevTools): ${resolve(options.cpuProfileDir)}`);
     return { ok: errors === 0 && problems.length === 0 };
   } finally {
@@ -310,10 +335,7 @@ async function startServers({ options, dir, redisUrl, upstream, authority, keyFi
         return null;
       })
     : null;
-  const proxy = await startCountersignProxy({
-    dir, redisUrl, cpuProfileDir: options.cpuProfileDir,
-    yaml: proxyYaml({ upstream: upstream.url, authority: authority.url, keyFile, organization: org.id }),
-  });
+  const proxy = await startBenchProxy({ options, dir, redisUrl, upstream, authority, keyFile, org });
   return {
     upstream, nginx, proxy, authority,
     nginxNote: nginx ? `nginx ${nginxVersion(nginxBinary)}` : nginxBinary ? 'nginx skipped' : 'nginx: not installed, skipped',
@@ -327,4 +349,12 @@ async function startServers({ options, dir, redisUrl, upstream, authority, keyFi
       upstream: upstream.url, authority: authority.url, apiKey: org.proxyKey, redisUrl, permitHeader: PERMIT_HEADER,
     }),
   };
+}
+
+/** The proxy of the rows: the enforced route, pass-through, and the MCP route. */
+function startBenchProxy({ options, dir, redisUrl, upstream, authority, keyFile, org }) {
+  return startCountersignProxy({
+    dir, redisUrl, cpuProfileDir: options.cpuProfileDir,
+    yaml: proxyYaml({ upstream: upstream.url, authority: authority.url, keyFile, organization: org.id, mcp: true }),
+  });
 }

@@ -7,6 +7,7 @@
  * @example
  *   const org = await setUpOrganization(authority.url, bootstrapKey, join(dir, 'proxy.key'));
  *   const requests = await mintPermitRequests(authority.url, bootstrapKey, 'enforce', 20_000, signal);
+ *   const calls = await mintRequests(authority.url, bootstrapKey, 1_000, signal, (i) => ({ evaluation, request: (token) => … }));
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -81,14 +82,34 @@ action_classes:
       action_type: demo.*
     actors: [${ACTOR}]
     default: allow
+  - id: agent.tool
+    match:
+      action_type: agent.tool.invoke
+    actors: [${ACTOR}]
+    bind: [arguments_digest]
+    default: allow
+`;
+
+/**
+ * The MCP route of the proxy bench's MCP rows (mcp-bench.mjs): the upstream's demo MCP server at
+ * `/mcp`, its tools decided by permit (targets `bench/<tool>`, the arguments' digest bound).
+ */
+const MCP_ROUTE = `  - name: mcp
+    match: { path: /mcp }
+    mcp:
+      server: bench
+      tools:
+        - name: "*"
 `;
 
 /**
  * The proxy in front of the upstream: everything but `POST /echo/:id` passes through; that route
  * is enforced with facts from the path, a header and constants (config/proxy.yaml's route), so
- * no body is read. Log level and Redis come from the environment the bench gives the child.
+ * no body is read. With `mcp`, also the MCP route at `/mcp` (left out otherwise, so that builds
+ * from before MCP routes take the configuration). Log level and Redis come from the environment
+ * the bench gives the child.
  */
-export function proxyYaml({ upstream, authority, keyFile, organization }) {
+export function proxyYaml({ upstream, authority, keyFile, organization, mcp = false }) {
   return ({ listen, adminListen }) => `# Written by test/bench/proxy-bench.mjs.
 listen: ${listen}
 admin_listen: ${adminListen}
@@ -110,7 +131,7 @@ routes:
       target:
         type: { const: demo }
         id: { path: id }
-`;
+${mcp ? MCP_ROUTE : ''}`;
 }
 
 // ── The authority's API ───────────────────────────────────────────────────────────────────────
@@ -143,10 +164,24 @@ export async function setUpOrganization(authority, bootstrapKey, keyFile) {
 
 /**
  * `count` gated requests, each with a fresh permit of its own for `POST /echo/<tag>-<i>` (a
- * distinct target id each), minted concurrently. Any answer but an allow with a permit stops the
- * bench: it could not measure what it claims to.
+ * distinct target id each), minted concurrently.
  */
-export async function mintPermitRequests(authority, key, tag, count, signal) {
+export function mintPermitRequests(authority, key, tag, count, signal) {
+  return mintRequests(authority, key, count, signal, (i) => {
+    const id = `${tag}-${i}`;
+    return {
+      evaluation: { action_type: 'demo.echo', actor_id: ACTOR, context: { environment: 'dev', target: { type: 'demo', id } } },
+      request: (token) => ({ method: 'POST', path: `/echo/${id}`, headers: { [PERMIT_HEADER.toLowerCase()]: token, 'x-actor-id': ACTOR } }),
+    };
+  });
+}
+
+/**
+ * `count` requests, each with a fresh permit: `planOf(i)` gives request i's evaluation and how
+ * its permit goes into the request. Minted concurrently; any answer but an allow with a permit
+ * stops the bench: it could not measure what it claims to.
+ */
+export async function mintRequests(authority, key, count, signal, planOf) {
   const pool = new Pool(authority, { connections: MINT_CONCURRENCY, pipelining: 1 });
   const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
   const requests = new Array(count);
@@ -155,12 +190,12 @@ export async function mintPermitRequests(authority, key, tag, count, signal) {
     while (next < count) {
       if (signal.aborted) throw new Error('interrupted while minting permits');
       const i = next++;
-      const id = `${tag}-${i}`;
+      const plan = planOf(i);
       const response = await pool.request({
         method: 'POST',
         path: '/v1/evaluate',
         headers,
-        body: JSON.stringify({ action_type: 'demo.echo', actor_id: ACTOR, context: { environment: 'dev', target: { type: 'demo', id } } }),
+        body: JSON.stringify(plan.evaluation),
         headersTimeout: REQUEST_TIMEOUT_MS,
         bodyTimeout: REQUEST_TIMEOUT_MS,
       });
@@ -169,7 +204,7 @@ export async function mintPermitRequests(authority, key, tag, count, signal) {
       if (answer?.decision !== 'allow' || typeof answer.permit_token !== 'string') {
         throw new Error(`minting a permit: POST /v1/evaluate answered ${response.statusCode}: ${text.slice(0, 300)}`);
       }
-      requests[i] = { method: 'POST', path: `/echo/${id}`, headers: { [PERMIT_HEADER.toLowerCase()]: answer.permit_token, 'x-actor-id': ACTOR } };
+      requests[i] = plan.request(answer.permit_token);
     }
   };
   try {

@@ -20,13 +20,15 @@
  *                         (npm test's server runs without them)
  *   BENCH_CPU_PROFILE=DIR write CPU profiles into DIR (node --cpu-prof): the authority child of
  *                         the evaluate bench, the proxy child of the proxy bench
- *   BENCH_ONLY            evaluate | proxy | floor | durability: run only that benchmark (default:
+ *   BENCH_ONLY            evaluate | proxy | floor | durability | mcp: run only that benchmark (default:
  *                         evaluate and proxy, which includes the floor); floor = the three parts of
  *                         an enforced request's floor alone (floor-bench.mjs); durability = the
  *                         proxy bench's durability rows alone (the enforced route with store
  *                         durability none, aof on disk, replica; each mode on its own
  *                         redis-server processes, started here from PATH or /usr/bin even when
- *                         REDIS_URL is set), with the authority they need
+ *                         REDIS_URL is set), with the authority they need; mcp = the proxy
+ *                         bench's MCP rows alone (mcp-bench.mjs), with the authority, the
+ *                         upstream and the proxy they need
  *   BENCH_PROXY_CONNECTIONS  proxy bench: closed-loop connections, default 32
  *   BENCH_PROXY_RATE      proxy bench: open-loop requests per second, default 1000 (the durability
  *                         rows' open loop too)
@@ -73,6 +75,8 @@ const BENCHES = {
   proxy: (options) => runProxyBench({ ...options, rate: options.proxyRate }),
   // The proxy bench's durability rows alone (the full proxy bench runs them too).
   durability: (options) => runProxyBench({ ...options, rate: options.proxyRate, only: 'durability' }),
+  // The proxy bench's MCP rows alone (the full proxy bench runs them too).
+  mcp: (options) => runProxyBench({ ...options, rate: options.proxyRate, only: 'mcp' }),
   // The floor of an enforced request alone: Ed25519 verify, Redis round trip, undici dispatch.
   floor: (options) => runFloorBench(options),
 };

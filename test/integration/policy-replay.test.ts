@@ -41,8 +41,8 @@ function tempDir(prefix: string): string {
 const EXAMPLE = readFileSync(repoPath('config', 'policies', 'default.yaml'), 'utf8');
 /** The example policy with payments held above 1,000 USD instead of 10,000, and send_email off the agents' allowlist. */
 const CANDIDATE = EXAMPLE.replace(/\b10000\b/g, '1000').replace(
-  `when: 'context.target.id in ["send_email", "create_ticket", "update_ticket"]'`,
-  `when: 'context.target.id in ["create_ticket", "update_ticket"]'`,
+  `when: 'context.target.id.matches("^([^/]+/)?(send_email|create_ticket|update_ticket)$")'`,
+  `when: 'context.target.id.matches("^([^/]+/)?(create_ticket|update_ticket)$")'`,
 );
 
 function compiled(source: string): CompiledPolicy {

@@ -5,7 +5,8 @@
  * NO_MATCHING_CLASS on every request, so an example that drifts from the policy fails here.
  *
  * Read: the proxy configurations in config/ (through the proxy's own loader, and the routes shown
- * commented out), the Helm examples' `countersignProxy.routes` (through the proxy's route schema),
+ * commented out; an MCP route's tools each with the target the gate binds), the Helm examples'
+ * `countersignProxy.routes` (through the proxy's route schema),
  * and the fenced examples of README.md and docs/: routes and policy test cases in YAML or JSON
  * blocks, and the request bodies of `curl -d '…'` in shell blocks (evaluate in its three forms,
  * verify-permit, AuthZEN evaluations with their action names mapped as the authority maps them).
@@ -21,7 +22,7 @@ import { actionNameMapping } from '../../authority/authzen/action-names.js';
 import { planEvaluations, toEvaluateRequest } from '../../authority/authzen/mapping.js';
 import { loadAuthorityConfig } from '../../authority/config.js';
 import { compilePolicy } from '../../authority/policy/compile.js';
-import { loadProxyConfig, parseProxyConfig } from '../../proxy/config.js';
+import { loadProxyConfig, parseProxyConfig, type ProxyRoute } from '../../proxy/config.js';
 import { AuthzenEvaluationsRequest } from '../../shared/wire/authzen.js';
 import { parseEvaluateRequest } from '../../shared/wire/evaluate.js';
 import { REPO_ROOT as root, repoPath } from '../helpers/repo.js';
@@ -45,6 +46,19 @@ function classOf(named: Named): { actionClass: string | null; reasons: string[] 
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 const relativeName = (file: string) => relative(root, file);
+
+/**
+ * What a route of a loaded configuration names: its action type, or for an MCP route each tool
+ * entry's, with the target the gate binds (`<server>/<tool>`; a pattern's prefix stands for its tools).
+ */
+function routeNamed(route: ProxyRoute, where: string): Named[] {
+  if (route.mcp === undefined) return [{ where: `${where} route ${route.name}`, actionType: route.action_type, context: {} }];
+  const { server, tools } = route.mcp;
+  return tools.map((tool) => {
+    const id = tool.target.id ?? `${server}/${tool.name.replace(/\*$/, '')}`;
+    return { where: `${where} route ${route.name} tool ${tool.name}`, actionType: tool.action_type, context: { target: { type: tool.target.type, id } } };
+  });
+}
 
 /** `# action_type: x` lines: routes a file shows commented out, for the reader to enable. */
 function commentedActionTypes(text: string, where: string): Named[] {
@@ -190,7 +204,7 @@ t.test('every route of the shipped proxy configurations is governed by a class',
   for (const file of files) {
     const config = await loadProxyConfig(file, {});
     t.ok(config.routes.length > 0, `${relativeName(file)} has routes`);
-    const named = config.routes.map((route) => ({ where: `${relativeName(file)} route ${route.name}`, actionType: route.action_type, context: {} }));
+    const named = config.routes.flatMap((route) => routeNamed(route, relativeName(file)));
     named.push(...commentedActionTypes(readFileSync(file, 'utf8'), relativeName(file)));
     checkGoverned(t, named);
   }
@@ -198,7 +212,7 @@ t.test('every route of the shipped proxy configurations is governed by a class',
 
 t.test("every route of the Helm examples' values is governed by a class", async (t) => {
   const examples = readdirSync(repoPath('helm', 'examples'), { withFileTypes: true }).filter((entry) => entry.isDirectory());
-  t.ok(examples.length >= 2, 'the payments-app and istio-ext-authz examples are read');
+  t.ok(examples.length >= 3, 'the payments-app, istio-ext-authz and mcp-helpdesk examples are read');
   for (const example of examples) {
     const file = repoPath('helm', 'examples', example.name, 'values.yaml');
     const text = readFileSync(file, 'utf8');
@@ -207,7 +221,7 @@ t.test("every route of the Helm examples' values is governed by a class", async 
     const config = parseProxyConfig({ upstream: 'http://127.0.0.1:8080', authority: { url: 'http://127.0.0.1:7070', api_key: 'k' }, organization: 'o', routes }, relativeName(file));
     t.ok(config.routes.length > 0, `${relativeName(file)} has routes`);
     checkGoverned(t, [
-      ...config.routes.map((route) => ({ where: `${relativeName(file)} route ${route.name}`, actionType: route.action_type, context: {} })),
+      ...config.routes.flatMap((route) => routeNamed(route, relativeName(file))),
       ...commentedActionTypes(text, relativeName(file)),
     ]);
   }

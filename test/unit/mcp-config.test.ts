@@ -1,8 +1,6 @@
 /** MCP routes in proxy.yaml: the compiled tool table, its defaults, and errors that name every bad field. */
-import { readFile } from 'node:fs/promises';
 import t from 'tap';
-import { parse } from 'yaml';
-import { parseProxyConfig, ProxyConfigError } from '../../proxy/config.js';
+import { loadProxyConfig, parseProxyConfig, ProxyConfigError } from '../../proxy/config.js';
 import { toolEntry } from '../../proxy/mcp/config.js';
 
 const base = {
@@ -82,22 +80,16 @@ t.test('every bad field of an MCP route is reported by its path', async (t) => {
   t.match(message, 'routes.0.mcp.tools.2');
 });
 
-t.test('the commented MCP route of the example config/proxy.yaml is valid', async (t) => {
-  const lines = (await readFile('config/proxy.yaml', 'utf8')).split('\n');
-  const from = lines.findIndex((line) => line.includes('- name: helpdesk-mcp'));
-  t.ok(from > 0, 'the example has it');
-  const block: string[] = [];
-  for (const line of lines.slice(from)) {
-    if (!line.startsWith('  # ')) break;
-    block.push(`  ${line.slice(4)}`);
-  }
-  const routes = (parse(`routes:\n${block.join('\n')}`) as { routes: unknown[] }).routes;
-  const config = parseProxyConfig({ ...base, routes });
+t.test('the MCP route of the example config/proxy.yaml gates the demo MCP server', async (t) => {
+  const config = await loadProxyConfig('config/proxy.yaml', {});
+  const route = config.routes.find((candidate) => candidate.name === 'helpdesk-mcp');
+  t.match(route, { path: '/mcp', mcp: { server: 'helpdesk' } });
   t.same(
-    config.routes[0]!.mcp!.tools.map((tool) => [tool.name, tool.block]),
+    route!.mcp!.tools.map((tool) => [tool.name, tool.block]),
     [
       ['get_ticket', false],
       ['issue_refund', false],
+      ['send_email', false],
       ['drop_*', true],
     ],
   );

@@ -94,7 +94,7 @@ t.test('the example config/proxy.yaml is valid', async (t) => {
   t.same(config.authority, { url: 'http://127.0.0.1:7070', api_key_file: './.countersign/proxy.key' });
   t.equal(config.mode, 'enforce');
   t.equal(config.unmatched, 'deny');
-  t.equal(config.routes.length, 1);
+  t.same(config.routes.map((route) => route.name), ['echo', 'helpdesk-mcp'], 'the demo echo route, and the MCP route in front of the demo MCP server');
   const echo = config.routes[0]!;
   t.equal(echo.name, 'echo');
   t.equal(echo.action_type, 'demo.echo');
