@@ -9,6 +9,8 @@
  * the call's `arguments` as `{body: …}` reads a body, same conversions (`as: number`). `actor_id`
  * is the route's (`mcp.actor_id`, default `{permit: true}`), `target` is `{type: tool, id:
  * <server>/<tool>}` unless the entry sets it, and `arguments_digest` is always bound (call-facts.ts).
+ * With `inline:` (inline-config.ts) the gate evaluates calls that bring no permit itself, as the
+ * caller its credential names, so `actor_id` stays the permit's.
  *
  * @example
  *   routes:

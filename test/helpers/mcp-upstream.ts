@@ -2,8 +2,8 @@
  * An MCP server for the gate's tests, built with the official SDK (`@modelcontextprotocol/sdk`)
  * on the Streamable HTTP transport in its stateless mode (a server and a transport per request, as
  * the SDK's own stateless example does), or with `sessions: true` in its stateful one (a session
- * per `initialize`, named by `Mcp-Session-Id`), on loopback. It counts what it runs and what it is sent,
- * so tests assert on effects, never on time.
+ * per `initialize`, named by `Mcp-Session-Id`), on loopback. It counts what it runs and what it is
+ * sent, so tests assert on effects, never on time.
  *
  * Tools: `get_ticket {id}` (a text result), `fail_ticket {id}` (an `isError` result),
  * `slow_export {steps}` (one progress notification per step, then a result; answered as an
