@@ -7,6 +7,7 @@
  */
 import { z } from 'zod';
 import { formatIssues, hostPort, readConfigMapping, withEnvOverrides } from '../shared/config-file.js';
+import { JWT_ISSUER_FIELDS, ONE_KEY_SOURCE } from '../shared/jwt/verify.js';
 import { DEFAULT_STORE_SETTINGS, StoreSettings, storeSettingsWithEnv } from '../shared/store/config.js';
 import { DEFAULT_MAX_JSON_DEPTH } from '../shared/wire/recordable-value.js';
 import { AUTHZEN_DEFAULTS, AuthzenSettings } from './authzen/settings.js';
@@ -29,16 +30,7 @@ export type BucketConfig = z.infer<typeof Bucket>;
 
 const JwtConfig = z
   .object({
-    issuer: z.string().min(1),
-    audience: z.string().min(1),
-    jwks_url: z.url().optional(),
-    jwks_file: z.string().min(1).optional(),
-    clock_tolerance_seconds: z.number().int().min(0).max(300).default(5),
-    /** Asymmetric algorithms only: a shared-secret (HS*) or `none` token is never accepted. */
-    algorithms: z
-      .array(z.enum(['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'EdDSA']))
-      .min(1)
-      .default(['RS256', 'ES256', 'EdDSA']),
+    ...JWT_ISSUER_FIELDS,
     claims: z
       .object({
         user: z.string().min(1).default('sub'),
@@ -50,9 +42,7 @@ const JwtConfig = z
       .default({ user: 'sub', organization: 'org_id', role: 'role', email: 'email' }),
   })
   .strict()
-  .refine((jwt) => (jwt.jwks_url === undefined) !== (jwt.jwks_file === undefined), {
-    message: 'give exactly one of jwks_url and jwks_file',
-  });
+  .refine(ONE_KEY_SOURCE.check, { message: ONE_KEY_SOURCE.message });
 export type JwtConfig = z.infer<typeof JwtConfig>;
 
 const DEFAULT_PLANS = {

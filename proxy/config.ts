@@ -11,12 +11,11 @@
  *   config.routes[0]; // { name: 'echo', methods: ['POST'], path: '/echo/:id', action_type: 'demo.echo',
  *                     //   mode: 'enforce', needsBody: false, facts: [...], ... }
  */
-import { readFile } from 'node:fs/promises';
-import { resolve } from 'node:path';
 import { z } from 'zod';
 import { formatIssues, hostPort, readConfigMapping, withEnvOverrides } from '../shared/config-file.js';
 import { DEFAULT_STORE_SETTINGS, StoreSettings, storeSettingsWithEnv } from '../shared/store/config.js';
 import { ActionType } from '../shared/wire/evaluate.js';
+import { API_KEY_FIELDS, ONE_API_KEY, readApiKey } from './api-key-source.js';
 import { asksExtAuthzOnly, ExtAuthzSchema } from './ext-authz/config.js';
 import { compileFacts, isPlainObject, usesBody, type Report, type RouteFact } from './fact-sources.js';
 import { compileMcp, DEFAULT_TOOL_ACTION_TYPE, resolveToolModes, type McpRoute, type McpRouteDraft } from './mcp/config.js';
@@ -82,17 +81,13 @@ const Authority = z
   .object(
     {
     url: z.string({ error: required('the authority\'s URL, such as http://127.0.0.1:7070') }).pipe(HttpUrl),
-    /** The proxy's own API key (scope `verify:execute`), one line in a file. */
-    api_key_file: z.string().min(1).optional(),
-    /** Development only: the key inline, where anyone who can read the config can read it. */
-    api_key: z.string().min(1).optional(),
+    /** The proxy's own API key (scope `verify:execute`). */
+    ...API_KEY_FIELDS,
     },
     { error: required('{url, api_key_file}: where the authority is and the proxy\'s API key') },
   )
   .strict()
-  .refine((authority) => (authority.api_key_file === undefined) !== (authority.api_key === undefined), {
-    message: 'give exactly one of api_key_file and api_key (api_key inline is for development only)',
-  });
+  .refine(ONE_API_KEY.check, { message: ONE_API_KEY.message });
 export type ProxyAuthorityConfig = z.infer<typeof Authority>;
 
 const RouteShape = z
@@ -302,20 +297,7 @@ export async function loadProxyConfig(file: string, env: NodeJS.ProcessEnv = pro
   return parseProxyConfig(merged, file);
 }
 
-/**
- * The proxy's API key: `api_key`, or the first line of `api_key_file` (relative to the working
- * directory). Read when needed, not at load: the file may be written after the config is checked.
- */
-export async function readProxyApiKey(authority: ProxyAuthorityConfig): Promise<string> {
-  if (authority.api_key !== undefined) return authority.api_key;
-  const file = authority.api_key_file!;
-  let text: string;
-  try {
-    text = await readFile(resolve(file), 'utf8');
-  } catch (error) {
-    throw new ProxyConfigError(`authority.api_key_file: cannot read ${file}: ${(error as Error).message}`);
-  }
-  const key = text.split(/\r?\n/, 1)[0]!.trim();
-  if (key === '') throw new ProxyConfigError(`authority.api_key_file: ${file} is empty`);
-  return key;
+/** The proxy's API key (api-key-source.ts). */
+export function readProxyApiKey(authority: ProxyAuthorityConfig): Promise<string> {
+  return readApiKey(authority, 'authority', (message) => new ProxyConfigError(message));
 }

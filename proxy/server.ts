@@ -52,6 +52,7 @@ import type { Gate } from './gate.js';
 import { executionRecord } from './gate-records.js';
 import { countVerification, UNMATCHED_ROUTE, type ProxyMetrics, type RequestOutcome } from './metrics.js';
 import { drainHttpServer } from './http-drain.js';
+import { createInlineGate, withheldHeaders } from './mcp/inline.js';
 import { serveMcp, type McpServeContext } from './mcp/serve.js';
 import type { UpstreamAnswer } from './mcp/tool-list.js';
 import { gateState, placeRequest, type GateState } from './placement.js';
@@ -120,6 +121,8 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     headersTimeout: options.upstreamHeadersTimeoutMs ?? 30_000,
     bodyTimeout: options.upstreamBodyTimeoutMs ?? 300_000,
   });
+  // Inline MCP routes evaluate at the authority over the same pooled agent.
+  const inline = createInlineGate({ dispatcher: agent, logger });
   const upgradeSockets = new Set<Duplex>();
   /** Requests being handled: a drain waits for them, and close() for their records. */
   const inFlight = new Set<Promise<void>>();
@@ -151,8 +154,11 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
         logger,
         executionRecords,
         permitHeader: state.config.permit_header,
-        forward: (body, added, observer) => forward(req, res, state, { target, requestId, route: route.name, body, added, observer, ownLength: true }),
-        exchange: (body, added) => exchange(req, res, state, { target, requestId, route: route.name, body, added }),
+        inline,
+        authorityUrl: state.config.authority.url,
+        forward: (body, added, observer) =>
+          forward(req, res, state, { target, requestId, route: route.name, body, added, observer, ownLength: true, withheld: withheldHeaders(route.mcp!) }),
+        exchange: (body, added) => exchange(req, res, state, { target, requestId, route: route.name, body, added, withheld: withheldHeaders(route.mcp!) }),
         observe,
       };
       return serveMcp(context, req, res, { route, mcp: route.mcp, target, requestId, started });
@@ -227,6 +233,8 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     observer?: ResponseObserver | undefined;
     /** The body is a message the MCP gate may have rewritten: a Buffer goes with its own length. */
     ownLength?: boolean;
+    /** Request headers the upstream must not get (lower case): an inline MCP route's caller token. */
+    withheld?: readonly string[];
   }
 
   /** What the execution record and the metrics need: the upstream's status (null: no answer). */
@@ -237,7 +245,8 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
   async function forward(req: IncomingMessage, res: ServerResponse, state: ProxyState, input: ForwardInput): Promise<ForwardSummary> {
     let headers = forwardHeaders(req, state.config.permit_header, input.requestId, input.added);
     // A rewritten message goes with its own length (undici sets it from the Buffer).
-    if (input.ownLength === true && Buffer.isBuffer(input.body)) headers = withoutContentLength(headers);
+    if (input.ownLength === true && Buffer.isBuffer(input.body)) headers = withoutHeaders(headers, ['content-length']);
+    if (input.withheld !== undefined && input.withheld.length > 0) headers = withoutHeaders(headers, input.withheld);
     const result = await forwardRequest(agent, res, {
       upstream: state.upstream,
       target: input.target,
@@ -273,7 +282,7 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
    * content encoding, for the gate to rewrite; null when the upstream did not answer (the client got the 502).
    */
   async function exchange(req: IncomingMessage, res: ServerResponse, state: ProxyState, input: ForwardInput & { body: Buffer }): Promise<UpstreamAnswer | null> {
-    const headers = withoutHeaders(forwardHeaders(req, state.config.permit_header, input.requestId, input.added), ['content-length', 'accept-encoding']);
+    const headers = withoutHeaders(forwardHeaders(req, state.config.permit_header, input.requestId, input.added), ['content-length', 'accept-encoding', ...(input.withheld ?? [])]);
     try {
       const answer = await agent.request({
         origin: state.upstream.origin,
@@ -392,10 +401,7 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
   };
 }
 
-function withoutContentLength(headers: string[]): string[] {
-  return withoutHeaders(headers, ['content-length']);
-}
-
+/** `headers` (name, value, …) without the `names` (lower case). */
 function withoutHeaders(headers: string[], names: readonly string[]): string[] {
   const out: string[] = [];
   for (let i = 0; i + 1 < headers.length; i += 2) if (!names.includes(headers[i]!.toLowerCase())) out.push(headers[i]!, headers[i + 1]!);

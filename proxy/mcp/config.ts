@@ -9,6 +9,8 @@
  * the call's `arguments` as `{body: …}` reads a body, same conversions (`as: number`). `actor_id`
  * is the route's (`mcp.actor_id`, default `{permit: true}`), `target` is `{type: tool, id:
  * <server>/<tool>}` unless the entry sets it, and `arguments_digest` is always bound (call-facts.ts).
+ * With `inline:` (inline-config.ts) the gate evaluates calls that bring no permit itself, as the
+ * caller its credential names, so `actor_id` stays the permit's.
  *
  * @example
  *   routes:
@@ -26,6 +28,7 @@ import { ActionType } from '../../shared/wire/evaluate.js';
 import { compileFacts, isPlainObject, type Report, type RouteFact } from '../fact-sources.js';
 import { PROXY_MODES, type ProxyMode } from '../modes.js';
 import type { PathPattern } from '../routes.js';
+import { compileInline, type McpInline } from './inline-config.js';
 
 /** The action type of a tool call when its entry names none. */
 export const DEFAULT_TOOL_ACTION_TYPE = 'agent.tool.invoke';
@@ -49,6 +52,8 @@ export interface McpTool {
 export interface McpRoute {
   /** Names the MCP server in default targets (`<server>/<tool>`). */
   readonly server: string;
+  /** The gate decides calls that bring no permit (inline-config.ts, inline.ts). */
+  readonly inline?: McpInline;
   /** In configuration order; the first match wins. */
   readonly tools: readonly McpTool[];
 }
@@ -73,6 +78,7 @@ const McpShape = z
   .object({
     server: z.string().min(1).max(64).regex(/^[A-Za-z0-9._-]+$/, { message: 'letters, digits, . _ and - (it names the server in targets)' }),
     actor_id: z.unknown().optional(),
+    inline: z.unknown().optional(),
     tools: z.array(z.unknown(), { message: 'a list of tools: [{name, action_type?, target?, facts?, mode?, block?}]' }),
   })
   .strict();
@@ -94,13 +100,20 @@ export function compileMcp(raw: unknown, pattern: PathPattern | undefined, repor
   if (!isPlainObject(raw) || !Array.isArray(raw.tools)) return undefined;
   let ok = shape.success && pattern !== undefined;
   const actorSource = raw.actor_id ?? { permit: true };
+  const inline = raw.inline === undefined ? undefined : compileInline(raw.inline, (path, message) => report(['inline', ...path], message));
+  if (raw.inline !== undefined && inline === undefined) ok = false;
+  if (raw.inline !== undefined && (!isPlainObject(actorSource) || actorSource.permit !== true || Object.keys(actorSource).length !== 1)) {
+    // The gate's own permit names the caller the credential identified; nothing else may.
+    report(['actor_id'], 'with inline, the actor is the caller the credential identifies: leave actor_id out');
+    ok = false;
+  }
   const tools = raw.tools.map((entry, index) => {
     const tool = compileTool(entry, actorSource, pattern, (path, message) => report(path[0] === 'actor_id' ? ['actor_id', ...path.slice(1)] : ['tools', index, ...path], message));
     if (tool === undefined) ok = false;
     return tool;
   });
   if (!ok || !shape.success) return undefined;
-  return { server: shape.data.server, tools: tools.filter((tool) => tool !== undefined) };
+  return { server: shape.data.server, ...(inline !== undefined ? { inline } : {}), tools: tools.filter((tool) => tool !== undefined) };
 }
 
 function compileTool(raw: unknown, actorSource: unknown, pattern: PathPattern | undefined, report: Report): McpRouteDraft['tools'][number] | undefined {
@@ -141,7 +154,7 @@ function asBodySource(source: unknown): unknown {
 
 /** The modes resolved: an entry's own, else `routeMode` (the route's, else the configuration's). */
 export function resolveToolModes(draft: McpRouteDraft, routeMode: ProxyMode): McpRoute {
-  return { server: draft.server, tools: draft.tools.map((tool) => ({ ...tool, mode: tool.mode ?? routeMode })) };
+  return { ...draft, tools: draft.tools.map((tool) => ({ ...tool, mode: tool.mode ?? routeMode })) };
 }
 
 /** The first entry matching `tool` (exactly, or by the prefix before a trailing `*`), or undefined. */

@@ -122,6 +122,8 @@ export interface RefusalAnswer {
   status: number;
   /** For the model and the person: what happened and what to do. */
   text: string;
+  /** More under the result's `_meta` (`countersign/reason_codes`, `countersign/approval_url`, …). */
+  meta?: Record<string, unknown>;
 }
 
 /** A refused `tools/call`: a tool result with `isError: true`, the codes under `_meta`. */
@@ -132,7 +134,7 @@ export function toolErrorResult(id: JsonRpcId, answer: RefusalAnswer): Record<st
     result: {
       content: [{ type: 'text', text: answer.text }],
       isError: true,
-      _meta: { 'countersign/reason': answer.reason, 'countersign/error': answer.error, 'countersign/status': answer.status },
+      _meta: { 'countersign/reason': answer.reason, 'countersign/error': answer.error, 'countersign/status': answer.status, ...answer.meta },
     },
   };
 }

@@ -16,6 +16,8 @@
  *   verify (the store down) the result says so under `_meta` (`countersign/status: 503`).
  * - A permitted call gets its `execution.observed` record, which says whether the tool answered
  *   with `isError` (tool-outcome.ts).
+ * - On an inline route (`mcp.inline`), a call without a permit is evaluated by the gate itself
+ *   (inline.ts); the permit it gets goes through the same verification and consume as a caller's.
  *
  * @example
  *   if (route.mcp !== undefined) return serveMcp(context, req, res, { route, mcp: route.mcp, target, requestId, started });
@@ -34,6 +36,7 @@ import { mcpRefusal, refusalAnswer } from './answers.js';
 import { callFacts } from './call-facts.js';
 import { ARGUMENTS_DIGEST_FACT, DEFAULT_TOOL_ACTION_TYPE, toolEntry, type McpRoute } from './config.js';
 import { decodedHeaderValue, forEra, messageEra, protocolVersionContradiction, withoutGateInput } from './era.js';
+import type { InlineGate } from './inline.js';
 import { errorResponse, INVALID_REQUEST, messageKind, metaPermit, PARSE_ERROR, parseMessages, toolErrorResult, withoutPermit, type JsonRpcMessage } from './jsonrpc.js';
 import { hiddenTools, serveToolList, type ToolListContext } from './tool-list.js';
 import { watchToolResult } from './tool-outcome.js';
@@ -46,6 +49,9 @@ export interface McpServeContext extends ToolListContext {
   executionRecords: ExecutionRecords;
   /** The permit header, lower case. */
   permitHeader: string;
+  /** Decides the calls of inline routes (inline.ts), with the authority of proxy.yaml. */
+  inline: InlineGate;
+  authorityUrl: string;
   /**
    * The server's forward: the request to the upstream, its answer to the client. A Buffer body is
    * sent with its own length (the gate may have rewritten the message).
@@ -74,8 +80,8 @@ export async function serveMcp(context: McpServeContext, req: IncomingMessage, r
   }
   const read = await readBounded(req, route.max_body_bytes);
   if (read === null) return; // the client went away; nothing to answer
-  const forwardAsSent = async (outcome: RequestOutcome) => {
-    const result = await context.forward(bufferedBody(req, read), mode);
+  const forwardAsSent = async (outcome: RequestOutcome, observer?: ResponseObserver) => {
+    const result = await context.forward(bufferedBody(req, read), mode, observer);
     context.observe(route.name, result.status === null ? 'upstream_error' : outcome, started);
   };
   const routeLevel: GateRoute = { name: route.name, mode: route.mode, action_type: DEFAULT_TOOL_ACTION_TYPE };
@@ -122,7 +128,7 @@ export async function serveMcp(context: McpServeContext, req: IncomingMessage, r
   const kind = messageKind(message);
   if (kind === 'pass') {
     const hidden = message.method === 'tools/list' ? hiddenTools(request.mcp, route.mode) : undefined;
-    if (hidden === undefined) return forwardAsSent('passthrough');
+    if (hidden === undefined) return forwardAsSent('passthrough', request.mcp.inline === undefined ? undefined : context.inline.watchInitialize(message));
     const send = (status: number, body: unknown) => sendJson(res, request.requestId, status, forEra(messageEra(req.headers, message), body));
     return serveToolList(context, res, { route, requestId: request.requestId, started, send }, message, Buffer.concat(read.chunks), hidden);
   }
@@ -159,6 +165,7 @@ async function serveToolCall(
     actionType: toolRoute.action_type,
     target: entry?.target.id ?? `${mcp.server}/${name}`,
     digest: facts?.[ARGUMENTS_DIGEST_FACT] as string | undefined,
+    inline: false,
   };
   let decision: GateDecision;
   if (entry === undefined || entry.block) {
@@ -168,9 +175,22 @@ async function serveToolCall(
         : mcpRefusal('TOOL_BLOCKED', `the tool ${name} is blocked at this gate`);
     decision = await context.gate.refuseRequest({ route: toolRoute, requestId, refusal });
   } else {
+    let token = permitOf(req, context.permitHeader, message);
+    if (token === undefined && mcp.inline !== undefined && toolRoute.mode === 'enforce') {
+      // No permit: the gate evaluates the call itself, then checks its permit as any other.
+      const era = messageEra(req.headers, message);
+      const verdict = await context.inline.decide({ inline: mcp.inline, authorityUrl: context.authorityUrl, headers: req.headers, id, route: toolRoute, derived: derived!, requestId, gate: context.gate, era });
+      if (verdict.kind === 'answer') {
+        countVerification(context.metrics, route, verdict.decision);
+        sendJson(res, requestId, verdict.status, forEra(era, verdict.body), verdict.headers);
+        return context.observe(route.name, 'blocked', started);
+      }
+      token = verdict.token;
+      call.inline = true;
+    }
     decision = await context.gate.checkCall({
       route: toolRoute,
-      token: permitOf(req, context.permitHeader, message),
+      token,
       tokenSource: `the ${context.permitHeader} header and params._meta`,
       derived: derived!,
       required: [ARGUMENTS_DIGEST_FACT],
@@ -249,7 +269,7 @@ function headerContradiction(req: IncomingMessage, messages: readonly JsonRpcMes
   return protocolVersionContradiction(req.headers, message);
 }
 
-function sendJson(res: ServerResponse, requestId: string, status: number, body: unknown): void {
+function sendJson(res: ServerResponse, requestId: string, status: number, body: unknown, extra: Record<string, string> = {}): void {
   if (res.headersSent || res.destroyed) {
     res.destroy();
     return;
@@ -260,6 +280,7 @@ function sendJson(res: ServerResponse, requestId: string, status: number, body: 
     'content-length': Buffer.byteLength(text),
     'cache-control': 'no-store',
     'x-request-id': requestId,
+    ...extra,
   };
   if (!res.req.complete) headers.connection = 'close';
   res.writeHead(status, headers);

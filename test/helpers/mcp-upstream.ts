@@ -1,8 +1,9 @@
 /**
  * An MCP server for the gate's tests, built with the official SDK (`@modelcontextprotocol/sdk`)
  * on the Streamable HTTP transport in its stateless mode (a server and a transport per request, as
- * the SDK's own stateless example does), on loopback. It counts what it runs and what it is sent,
- * so tests assert on effects, never on time.
+ * the SDK's own stateless example does), or with `sessions: true` in its stateful one (a session
+ * per `initialize`, named by `Mcp-Session-Id`), on loopback. It counts what it runs and what it is
+ * sent, so tests assert on effects, never on time.
  *
  * Tools: `get_ticket {id}` (a text result), `fail_ticket {id}` (an `isError` result),
  * `slow_export {steps}` (one progress notification per step, then a result; answered as an
@@ -13,7 +14,8 @@
  *   upstream.url; // http://127.0.0.1:PORT (the endpoint is /mcp)
  *   upstream.executions.get_ticket; // how many times the tool ran
  */
-import { createServer, type IncomingMessage } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { Test } from 'tap';
@@ -28,10 +30,13 @@ export interface McpUpstream {
   methods: string[];
   /** The `_meta` of every tool call the server ran. */
   metas: Array<Record<string, unknown> | undefined>;
+  /** The Authorization header of every POST (undefined when none came), in arrival order. */
+  authorizations: Array<string | undefined>;
 }
 
-export async function startMcpUpstream(t: Test): Promise<McpUpstream> {
-  const upstream: McpUpstream = { url: '', executions: {}, methods: [], metas: [] };
+export async function startMcpUpstream(t: Test, options: { sessions?: boolean } = {}): Promise<McpUpstream> {
+  const upstream: McpUpstream = { url: '', executions: {}, methods: [], metas: [], authorizations: [] };
+  const sessions = new Map<string, StreamableHTTPServerTransport>();
   const ran = (tool: string, meta: Record<string, unknown> | undefined) => {
     upstream.executions[tool] = (upstream.executions[tool] ?? 0) + 1;
     upstream.metas.push(meta);
@@ -70,6 +75,8 @@ export async function startMcpUpstream(t: Test): Promise<McpUpstream> {
       for (const message of Array.isArray(body) ? body : [body]) {
         if (message !== undefined && typeof message === 'object' && message !== null && 'method' in message) upstream.methods.push(String(message.method));
       }
+      if (req.method === 'POST') upstream.authorizations.push(req.headers.authorization);
+      if (options.sessions === true) return handleInSession(req, res, body);
       const server = mcpServer();
       const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
       res.on('close', () => {
@@ -82,8 +89,20 @@ export async function startMcpUpstream(t: Test): Promise<McpUpstream> {
       if (!res.headersSent) res.writeHead(500).end();
     });
   });
+  async function handleInSession(req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
+    const id = req.headers['mcp-session-id'];
+    let transport = typeof id === 'string' ? sessions.get(id) : undefined;
+    if (transport === undefined) {
+      const created = new StreamableHTTPServerTransport({ sessionIdGenerator: () => randomUUID(), onsessioninitialized: (session) => void sessions.set(session, created) });
+      await mcpServer().connect(created);
+      transport = created;
+    }
+    await transport.handleRequest(req, res, body);
+  }
+
   upstream.url = await listen(http);
-  t.teardown(() => {
+  t.teardown(async () => {
+    await Promise.all([...sessions.values()].map((transport) => transport.close()));
     http.closeAllConnections();
     return closeServer(http);
   });
