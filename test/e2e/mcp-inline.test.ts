@@ -10,6 +10,7 @@
  *   npx tap --disable-coverage dist/test/e2e/mcp-inline.test.js
  */
 import { createServer } from 'node:http';
+import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from '@modelcontextprotocol/client';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { UrlElicitationRequiredError } from '@modelcontextprotocol/sdk/types.js';
@@ -19,7 +20,9 @@ import { request } from 'undici';
 import type { VerificationRecord } from '../../shared/wire/verification-records.js';
 import { appBackends } from '../helpers/backends.js';
 import { closeServer, listen } from '../helpers/loopback.js';
-import { startMcpUpstream, type McpUpstream } from '../helpers/mcp-upstream.js';
+import { FIRST_STATELESS_VERSION } from '../../proxy/mcp/era.js';
+import { startMcpUpstream } from '../helpers/mcp-upstream.js';
+import { startMcpUpstreamV2 } from '../helpers/mcp-upstream-v2.js';
 import { eventually, proxyConfig, withHarness, type Harness } from '../helpers/proxy-harness.js';
 
 const [backend] = appBackends();
@@ -66,13 +69,14 @@ async function startIssuer(t: Test) {
 }
 
 interface Setup {
-  mcp: McpUpstream;
+  mcp: { executions: Record<string, number>; authorizations?: Array<string | undefined> };
   endpoint: string;
   token: (sub?: string, audience?: string) => Promise<string>;
   connect: (options?: { token?: string; elicitation?: boolean }) => Promise<Client>;
 }
 
-async function setUp(t: Test, h: Harness, options: { sessions?: boolean; inline?: Record<string, unknown>; authorityUrl?: string } = {}): Promise<Setup> {
+/** `v2`: the MCP server is the SDK's v2 server, which speaks 2026-07-28 as well. */
+async function setUp(t: Test, h: Harness, options: { sessions?: boolean; inline?: Record<string, unknown>; authorityUrl?: string; v2?: boolean } = {}): Promise<Setup> {
   const put = await request(`${h.authorityUrl}/v1/policies`, {
     method: 'PUT',
     headers: { ...h.authority.bearer(h.authority.acmeAdmin), 'content-type': 'application/json' },
@@ -80,7 +84,7 @@ async function setUp(t: Test, h: Harness, options: { sessions?: boolean; inline?
   });
   if (put.statusCode !== 200) throw new Error(`PUT /v1/policies answered ${put.statusCode}: ${await put.body.text()}`);
   const issuer = await startIssuer(t);
-  const mcp = await startMcpUpstream(t, { sessions: options.sessions ?? false });
+  const mcp = options.v2 === true ? await startMcpUpstreamV2(t) : await startMcpUpstream(t, { sessions: options.sessions ?? false });
   const proxy = await h.startProxy({ upstream: mcp.url });
   const endpoint = `${proxy.url}/mcp`;
   const gateKey = await h.authority.key(['evaluate:write']);
@@ -135,9 +139,9 @@ t.test('an allowed call runs once with the gate’s permit; a denied call is exp
     t.notMatch(textOf(denied), /permit/, 'not an instruction to bring a permit');
     t.equal(mcp.executions.drop_tables, undefined, 'the denied tool did not run');
 
-    t.ok(mcp.authorizations.length > 0);
+    t.ok(mcp.authorizations!.length > 0);
     t.same(
-      mcp.authorizations.filter((value) => value !== undefined),
+      mcp.authorizations!.filter((value) => value !== undefined),
       [],
       "the caller's token never reaches the MCP server",
     );
@@ -227,6 +231,30 @@ t.test('a client that declared URL elicitation gets the hold as one', (t) =>
   }),
 );
 
+t.test('a 2026-07-28 client gets the hold as an input_required URL elicitation, and its retry after the approval runs once', (t) =>
+  withHarness(t, backend!, async (h) => {
+    const { mcp, endpoint, token } = await setUp(t, h, { v2: true });
+    const client = new ModernClient({ name: 'agent', version: '2.0.0' }, { versionNegotiation: { mode: { pin: FIRST_STATELESS_VERSION } }, capabilities: { elicitation: { url: {} } } });
+    const elicited: Array<{ url?: string }> = [];
+    // The person at the client opens the link, a person approves there, then the client carries on.
+    client.setRequestHandler('elicitation/create', async (request) => {
+      const params = request.params as { url?: string };
+      elicited.push(params);
+      const approvalId = new URL(params.url ?? 'http://x/').searchParams.get('approval');
+      if (elicited.length === 1 && approvalId !== null) await approve(t, h, approvalId);
+      return { action: 'accept' };
+    });
+    await client.connect(new ModernTransport(new URL(endpoint), { requestInit: { headers: { authorization: `Bearer ${await token()}` } } }));
+    t.teardown(() => client.close());
+
+    const result = (await client.callTool({ name: 'get_ticket', arguments: { id: 'VIP-1' } })) as ToolResult;
+    t.equal(elicited.length, 1, 'the client was asked once to open the approval page');
+    t.match(elicited[0]?.url, `${h.authorityUrl}/console/?approval=`, "the link to the console's approval");
+    t.same(result.content, [{ type: 'text', text: 'ticket VIP-1: open' }], 'the retried call ran');
+    t.equal(mcp.executions.get_ticket, 1, 'once');
+  }),
+);
+
 t.test('no token, a token for another audience or a bad one: 401 with WWW-Authenticate, nothing runs', (t) =>
   withHarness(t, backend!, async (h) => {
     const { mcp, endpoint, token } = await setUp(t, h);
@@ -262,7 +290,7 @@ t.test('pass_token: true forwards the caller’s token; the authority unreachabl
     const client = await passing.connect();
     await client.callTool({ name: 'get_ticket', arguments: { id: 'T-1' } });
     t.equal(passing.mcp.executions.get_ticket, 1);
-    t.match(passing.mcp.authorizations.at(-1), /^Bearer /, 'with pass_token the MCP server gets the Authorization header');
+    t.match(passing.mcp.authorizations!.at(-1), /^Bearer /, 'with pass_token the MCP server gets the Authorization header');
 
     const closed = createServer();
     const deadUrl = await listen(closed);
