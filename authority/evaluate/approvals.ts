@@ -124,8 +124,9 @@ export async function reuseApproval(
   decide: (check: ApprovalCheck) => Omit<DecidedAction, 'approvals'>,
 ): Promise<{ action: DecidedAction; reported: ApprovalStatus[] }> {
   const found = await findReusableApproval(db, clock, context, key);
-  const presented = found?.accepted && action.approvals.accepted.some((approval) => approval.id === found.accepted?.id);
-  if (found?.accepted && !presented) {
+  // Named in context.approvals as well: it already counts, and counts once.
+  const counted = action.approvals.accepted.some((approval) => approval.id === found?.accepted?.id);
+  if (found?.accepted && !counted) {
     const check = { accepted: [...action.approvals.accepted, found.accepted], statuses: [...action.approvals.statuses, found.status] };
     return { action: decideWithApprovals(check, decide), reported: [] };
   }
