@@ -13,6 +13,7 @@
  *   const approval = await resolveApprovalRequest(db, principal, id, { decision: 'approve' }, clock);
  */
 import { CountersignError } from '../../shared/errors.js';
+import { bindingHash } from '../../shared/permits/binding.js';
 import type { ApprovalRecord } from '../../shared/wire/approvals.js';
 import { appendAuditEvents } from '../audit/chain.js';
 import { identityOf, identityOfCredential } from '../auth/identity.js';
@@ -138,11 +139,11 @@ export async function openApprovalRequest(tx: Queryable, input: NewApprovalReque
   const expiresAt = new Date(now.getTime() + input.timeoutMs);
   const requestedBy = await identityOfCredential(tx, input.orgId, input.credential);
   await tx.query(
-    `INSERT INTO approval_requests (id, org_id, evaluation_id, request_id, action_type, actor_id, binding_hash, risk_score, reason_codes, status, expires_at, created_at, requested_by, bound_facts)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, $12, $13::jsonb)`,
+    `INSERT INTO approval_requests (id, org_id, evaluation_id, request_id, action_type, actor_id, binding_hash, risk_score, reason_codes, status, expires_at, created_at, requested_by, bound_facts, bound_facts_hash)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'pending', $10, $11, $12, $13::jsonb, $14)`,
     [
       input.id, input.orgId, input.evaluationId, input.requestId, input.actionType, input.actorId, input.bindingHash, input.riskScore, input.reasonCodes, expiresAt, now, requestedBy,
-      JSON.stringify(input.boundFacts),
+      JSON.stringify(input.boundFacts), bindingHash(input.orgId, input.boundFacts),
     ],
   );
   await appendAuditEvents(

@@ -7,8 +7,12 @@
  *   approved                      else APPROVAL_PENDING, APPROVAL_REJECTED
  *   unexpired                     else APPROVAL_EXPIRED (its deadline for being decided has
  *                                 passed, or an escalation timed out: nobody approved in time)
- *   bound to the same action      else APPROVAL_BINDING_MISMATCH (escalations created through the
- *                                 API are bound to no action and never back a permit)
+ *   bound to the same action      else APPROVAL_BINDING_MISMATCH: the same standard facts before
+ *                                 deciding, and once the decision names the facts the permit
+ *                                 binds (the action class's own keys included), every one of them
+ *                                 equal to the facts it was opened for (`refuseOtherBindings`).
+ *                                 Escalations created through the API are bound to no action and
+ *                                 never back a permit.
  *   not approved by the actor     else APPROVAL_BY_ACTOR
  *   not used for another permit   else APPROVAL_ALREADY_USED
  *
@@ -19,7 +23,9 @@
  * @example
  *   const checked = await checkApprovals(db, clock, { orgId, actorId, bindingHash }, ['2f0c…']);
  *   checked.statuses; // [{ id: '2f0c…', accepted: false, reason: 'APPROVAL_PENDING' }]
+ *   refuseOtherBindings(checked, permitBindingHash); // the same check, or one with fewer accepted
  */
+import { BindingFactError, bindingHash } from '../../shared/permits/binding.js';
 import { readEscalation } from '../escalations/escalations.js';
 import { listVotes } from '../escalations/store.js';
 import type { CheckedApproval } from '../policy/types.js';
@@ -34,8 +40,14 @@ export interface ApprovalStatus {
   reason: string | null;
 }
 
+/** An accepted approval, with what it was opened for. */
+export interface AcceptedApproval extends CheckedApproval {
+  /** The binding hash of the bound facts it was opened for; null when it keeps none (older data). */
+  boundFactsHash: string | null;
+}
+
 export interface ApprovalCheck {
-  accepted: CheckedApproval[];
+  accepted: AcceptedApproval[];
   statuses: ApprovalStatus[];
 }
 
@@ -56,8 +68,23 @@ interface Candidate {
   refusal: string | null;
   deadline: Date;
   bindingHash: string | null;
+  boundFactsHash: string | null;
   approvedBy: string[];
   usedBy: string | null;
+}
+
+/** Never a binding hash (base64url has no `!`): stored facts that cannot be bound back nothing. */
+const UNBINDABLE = '!unbindable';
+
+/** The binding hash over the bound facts an approval was opened for; null when it keeps none. */
+function boundFactsHashOf(orgId: string, facts: Record<string, unknown> | null): string | null {
+  if (facts === null) return null;
+  try {
+    return bindingHash(orgId, facts);
+  } catch (error) {
+    if (error instanceof BindingFactError) return UNBINDABLE;
+    throw error;
+  }
 }
 
 async function candidateOf(db: Queryable, clock: Clock, orgId: string, id: string): Promise<Candidate | null> {
@@ -71,6 +98,7 @@ async function candidateOf(db: Queryable, clock: Clock, orgId: string, id: strin
       refusal: status === 'pending' ? 'APPROVAL_PENDING' : status === 'rejected' ? 'APPROVAL_REJECTED' : status === 'expired' ? 'APPROVAL_EXPIRED' : null,
       deadline: approval.expiresAt,
       bindingHash: approval.bindingHash,
+      boundFactsHash: boundFactsHashOf(orgId, approval.boundFacts),
       approvedBy: approval.resolvedBy ? [approval.resolvedBy] : [],
       usedBy: approval.usedByPermitId,
     };
@@ -94,6 +122,7 @@ async function candidateOf(db: Queryable, clock: Clock, orgId: string, id: strin
     refusal,
     deadline: escalation.timeoutAt,
     bindingHash: escalation.bindingHash,
+    boundFactsHash: boundFactsHashOf(orgId, escalation.boundFacts),
     approvedBy: votes.filter((vote) => vote.decision === 'approve').map((vote) => vote.userId),
     usedBy: use?.permit_id ?? null,
   };
@@ -117,9 +146,28 @@ export async function checkApprovals(db: Queryable, clock: Clock, context: Appro
     const candidate = UUID.test(id) ? await candidateOf(db, clock, context.orgId, id.toLowerCase()) : null;
     const reason = judge(candidate, context, nowMs);
     check.statuses.push({ id, accepted: reason === null, reason });
-    if (reason === null && candidate) check.accepted.push({ id: id.toLowerCase(), kind: candidate.kind, approvedBy: candidate.approvedBy });
+    if (reason === null && candidate) {
+      check.accepted.push({ id: id.toLowerCase(), kind: candidate.kind, approvedBy: candidate.approvedBy, boundFactsHash: candidate.boundFactsHash });
+    }
   }
   return check;
+}
+
+/**
+ * `check` with every accepted approval opened for other bound facts than `binding` (the binding
+ * hash over all the facts the decided action binds) refused as APPROVAL_BINDING_MISMATCH; `check`
+ * itself when none is. An approval that keeps no bound facts (older data) was judged on the
+ * standard facts alone, as it always was.
+ */
+export function refuseOtherBindings(check: ApprovalCheck, binding: string): ApprovalCheck {
+  const mismatched = new Set(check.accepted.filter((a) => a.boundFactsHash !== null && a.boundFactsHash !== binding).map((a) => a.id));
+  if (mismatched.size === 0) return check;
+  return {
+    accepted: check.accepted.filter((approval) => !mismatched.has(approval.id)),
+    statuses: check.statuses.map((status) =>
+      mismatched.has(status.id.toLowerCase()) ? { id: status.id, accepted: false, reason: 'APPROVAL_BINDING_MISMATCH' } : status,
+    ),
+  };
 }
 
 /** Another evaluation used one of the approvals first; the caller evaluates again to report it. */

@@ -7,6 +7,7 @@
  *   const locked = await lockEscalation(tx, orgId, id); // SELECT … FOR UPDATE
  *   const tally = await tallyTier(tx, locked.id, locked.tier);
  */
+import { bindingHash } from '../../shared/permits/binding.js';
 import type { EscalationResolution, EscalationStatus, VoteDecision } from '../../shared/wire/escalations.js';
 import type { Queryable } from '../store/db.js';
 import type { ApprovalRecord, Escalation, EscalationTier } from './lifecycle.js';
@@ -97,14 +98,16 @@ export async function insertEscalation(tx: Queryable, escalation: Escalation): P
   await tx.query(
     `INSERT INTO escalations (id, org_id, status, agent_id, escalation_reason, proposed_action, risk_score, tiers, tier,
        min_approvers, fallback_decision, timeout_at, metadata, binding_hash, created_by, request_id, resolution, outcome,
-       resolved_at, created_at, updated_at, creator_identity, bound_facts)
-     VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::jsonb, $9, $10, $11, $12, $13::jsonb, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23::jsonb)`,
+       resolved_at, created_at, updated_at, creator_identity, bound_facts, bound_facts_hash)
+     VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8::jsonb, $9, $10, $11, $12, $13::jsonb, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23::jsonb, $24)`,
     [
       e.id, e.orgId, e.status, e.agentId, e.escalationReason,
       e.proposedAction === null ? null : JSON.stringify(e.proposedAction), e.riskScore, JSON.stringify(e.tiers), e.tier,
       e.minApprovers, e.fallbackDecision, e.timeoutAt, JSON.stringify(e.metadata), e.bindingHash, e.createdBy, e.requestId,
       e.resolution, e.outcome, e.resolvedAt, e.createdAt, e.updatedAt, e.creatorIdentity,
       e.boundFacts === null ? null : JSON.stringify(e.boundFacts),
+      // What `reuse_approvals` finds it by (migration 0017).
+      e.boundFacts === null ? null : bindingHash(e.orgId, e.boundFacts),
     ],
   );
 }

@@ -1,42 +1,65 @@
 /**
  * Evaluate's side of human approval. Before deciding, the approvals a caller presents are checked
- * (authority/approvals/check.ts); after deciding, a `hold` opens an approval request and an
- * `escalate` opens an escalation, in the evaluation's own transaction, bound to the action's
- * binding hash. Their ids go into the response, so they are chosen before the evaluation is stored.
+ * (authority/approvals/check.ts); after deciding, those opened for other bound facts than the
+ * decided action binds are refused and the action decided again (`decideWithApprovals`). A `hold`
+ * then opens an approval request and an `escalate` an escalation, in the evaluation's own
+ * transaction, bound to the action's bound facts. Their ids go into the response, so they are
+ * chosen before the evaluation is stored.
+ *
+ * With `reuse_approvals`, an approval opened for exactly this action by the same requester is
+ * reused (authority/approvals/reuse.ts): an approved one is applied as if presented
+ * (`reuseApproval`), and a pending one is what a new hold or escalate names instead of opening
+ * another (`planHumanApproval`'s `reuse`).
  *
  * A caller that presents approvals which are refused, for an action that still needs a human, is
  * denied with the refusal reasons (`denyForRefusedApprovals`): a used, mismatched or self-given
  * approval must fail visibly, not quietly open a fresh approval request.
  *
  * @example
- *   const human = planHumanApproval({ decided, principal, … });
- *   const answer = responseFor(human?.opened ?? {});
- *   await db.transaction(async (tx) => { await storeEvaluations(tx, [write]); await human?.open(tx); });
+ *   const human = planHumanApproval({ decided, principal, reuse: null, … });
+ *   await db.transaction(async (tx) => {
+ *     const prepared = await human.prepare(tx);
+ *     await storeEvaluations(tx, [writeFor(responseFor(prepared.opened))]);
+ *     await prepared.open(tx);
+ *   });
  */
 import { randomUUID } from 'node:crypto';
 import type { EscalationStatus } from '../../shared/wire/escalations.js';
 import type { EvaluateWireRequest } from '../../shared/wire/evaluate.js';
 import { openApprovalRequest } from '../approvals/approval-requests.js';
+import { refuseOtherBindings, type ApprovalCheck, type ApprovalContext, type ApprovalStatus } from '../approvals/check.js';
+import { findReusableApproval, lockReuse, type ReuseKey } from '../approvals/reuse.js';
 import type { Principal } from '../auth/principal.js';
 import type { AuthorityConfig } from '../config.js';
 import { autoApproveThreshold, createEscalation } from '../escalations/escalations.js';
-import type { ApprovalStatus } from '../approvals/check.js';
 import type { PolicyDecision, Remediation } from '../policy/types.js';
 import type { Queryable } from '../store/db.js';
 import type { Clock } from '../time.js';
 
-export { ApprovalAlreadyUsedError, checkApprovals, claimApprovals, type ApprovalContext, type ApprovalStatus } from '../approvals/check.js';
+export { ApprovalAlreadyUsedError, checkApprovals, claimApprovals, type ApprovalCheck, type ApprovalContext, type ApprovalStatus } from '../approvals/check.js';
+export type { ReuseKey } from '../approvals/reuse.js';
 
 export interface OpenedApproval {
   approval_request_id?: string;
   escalation_id?: string;
 }
 
-export interface HumanApproval {
-  /** What the response says was opened. */
+/** What the answer names, chosen in the evaluation's transaction. */
+export interface PreparedApproval {
   opened: OpenedApproval;
-  /** Opens it, in the evaluation's transaction (after the evaluation row); an escalation's status for the metrics. */
+  /** The reused pending approval's status, for the answer and its record; none when a new one opens. */
+  statuses: ApprovalStatus[];
+  /** Opens the new one (after the evaluation row); an escalation's status for the metrics; nothing when reused. */
   open(tx: Queryable): Promise<EscalationStatus | null>;
+}
+
+export interface HumanApproval {
+  /**
+   * Before the evaluation is stored, in its transaction. With `reuse`, under a lock per action and
+   * requester, so that concurrent evaluations agree on one approval: the pending one opened for
+   * exactly this action, if any, else a new one.
+   */
+  prepare(tx: Queryable): Promise<PreparedApproval>;
 }
 
 export interface HumanApprovalInput {
@@ -52,9 +75,64 @@ export interface HumanApprovalInput {
    * The approval or escalation keeps these and nothing else of the context.
    */
   boundFacts: Record<string, unknown>;
+  /** Set with `reuse_approvals`: reuse the pending approval opened for this action by this requester. */
+  reuse: ReuseKey | null;
   config: AuthorityConfig;
   clock: Clock;
   now: Date;
+}
+
+/** The decision on an action, the facts its permit binds, and the approvals behind it. */
+export interface DecidedAction {
+  decided: PolicyDecision;
+  bound: { facts: Record<string, unknown>; keys: string[] };
+  /** The binding hash over `bound.facts`. */
+  binding: string;
+  approvals: ApprovalCheck;
+}
+
+export const NO_APPROVALS: ApprovalCheck = { accepted: [], statuses: [] };
+
+export const needsHuman = (decided: PolicyDecision): boolean => decided.decision === 'hold' || decided.decision === 'escalate';
+
+/**
+ * Decides with `check`'s approvals, then refuses those opened for other bound facts than the
+ * decided action binds (APPROVAL_BINDING_MISMATCH) and decides again without them, until every
+ * approval left backs exactly this action. Each round has fewer approvals, so it ends.
+ */
+export function decideWithApprovals(check: ApprovalCheck, decide: (check: ApprovalCheck) => Omit<DecidedAction, 'approvals'>): DecidedAction {
+  for (let approvals = check; ; ) {
+    const outcome = decide(approvals);
+    const settled = refuseOtherBindings(approvals, outcome.binding);
+    if (settled === approvals) return { ...outcome, approvals };
+    approvals = settled;
+  }
+}
+
+/**
+ * `reuse_approvals` before a hold or escalate is answered: the action decided again with the
+ * approved approval opened for it, when there is one; otherwise the same decision, with the most
+ * recent approval's refusal to report (rejected, expired) when that is why a new one opens. A
+ * pending one is left to `planHumanApproval`, and a used one is simply done.
+ */
+export async function reuseApproval(
+  db: Queryable,
+  clock: Clock,
+  context: ApprovalContext,
+  key: ReuseKey,
+  action: DecidedAction,
+  decide: (check: ApprovalCheck) => Omit<DecidedAction, 'approvals'>,
+): Promise<{ action: DecidedAction; reported: ApprovalStatus[] }> {
+  const found = await findReusableApproval(db, clock, context, key);
+  // Named in context.approvals as well: it already counts, and counts once.
+  const counted = action.approvals.accepted.some((approval) => approval.id === found?.accepted?.id);
+  if (found?.accepted && !counted) {
+    const check = { accepted: [...action.approvals.accepted, found.accepted], statuses: [...action.approvals.statuses, found.status] };
+    return { action: decideWithApprovals(check, decide), reported: [] };
+  }
+  const reason = found?.status.reason;
+  const explains = found !== null && reason !== 'APPROVAL_PENDING' && reason !== 'APPROVAL_ALREADY_USED';
+  return { action, reported: explains ? [found.status] : [] };
 }
 
 /** The bound facts other than the two that name the action itself. */
@@ -63,58 +141,83 @@ function contextOf(boundFacts: Record<string, unknown>): Record<string, unknown>
   return context;
 }
 
-/** The approval request or escalation a `hold` or `escalate` opens; null for other decisions. */
+/** The pending approval of `kind` opened for this action by this requester, taking the lock; null when a new one must open. */
+async function pendingToReuse(tx: Queryable, input: HumanApprovalInput, kind: 'approval' | 'escalation'): Promise<ApprovalStatus | null> {
+  if (!input.reuse) return null;
+  const context = { orgId: input.principal.org.id, actorId: input.request.actor_id, bindingHash: input.bindingHash };
+  await lockReuse(tx, context.orgId, input.reuse);
+  const found = await findReusableApproval(tx, input.clock, context, input.reuse);
+  return found?.kind === kind && found.status.reason === 'APPROVAL_PENDING' ? found.status : null;
+}
+
+const reused = (status: ApprovalStatus, opened: OpenedApproval): PreparedApproval => ({ opened, statuses: [status], open: () => Promise.resolve(null) });
+
+/** The approval request or escalation a `hold` or `escalate` opens (or reuses); null for other decisions. */
 export function planHumanApproval(input: HumanApprovalInput): HumanApproval | null {
   const { decided, principal, request, requestId, evaluationId, bindingHash, boundFacts, now } = input;
   const orgId = principal.org.id;
   if (decided.decision === 'hold' && decided.hold) {
-    const id = randomUUID();
     const timeoutMs = decided.hold.timeoutMs;
     return {
-      opened: { approval_request_id: id },
-      open: async (tx) => {
-        await openApprovalRequest(
-          tx,
-          {
-            id, orgId, evaluationId, requestId, actionType: request.action_type, actorId: request.actor_id, bindingHash, boundFacts,
-            riskScore: decided.risk.score, reasonCodes: decided.reasonCodes, timeoutMs, credential: principal.credential,
+      prepare: async (tx) => {
+        const pending = await pendingToReuse(tx, input, 'approval');
+        if (pending) return reused(pending, { approval_request_id: pending.id });
+        const id = randomUUID();
+        return {
+          opened: { approval_request_id: id },
+          statuses: [],
+          open: async (inner) => {
+            await openApprovalRequest(
+              inner,
+              {
+                id, orgId, evaluationId, requestId, actionType: request.action_type, actorId: request.actor_id, bindingHash, boundFacts,
+                riskScore: decided.risk.score, reasonCodes: decided.reasonCodes, timeoutMs, credential: principal.credential,
+              },
+              now,
+            );
+            return null;
           },
-          now,
-        );
-        return null;
+        };
       },
     };
   }
   if (decided.decision === 'escalate' && decided.escalation) {
-    const id = randomUUID();
     const settings = decided.escalation;
     return {
-      opened: { escalation_id: id },
-      open: async (tx) => {
-        const escalation = await createEscalation(
-          tx,
-          {
-            id,
-            orgId,
-            agentId: request.actor_id,
-            escalationReason: decided.reasonCodes.join(', '),
-            // Readable by any credential of the organization: the bound facts, never the whole context.
-            proposedAction: { action_type: request.action_type, actor_id: request.actor_id, context: contextOf(boundFacts) },
-            riskScore: decided.risk.score,
-            quorumRequired: settings.quorum,
-            approverPoolSize: settings.approverPoolSize,
-            minApprovers: settings.minApprovers,
-            timeoutMs: settings.timeoutMs,
-            fallbackDecision: settings.fallbackDecision,
-            metadata: { evaluation_id: evaluationId, action_class: decided.actionClass, reason_codes: decided.reasonCodes },
-            createdBy: principal.credential,
-            requestId,
-            binding: { hash: bindingHash, facts: boundFacts },
-            autoApproveBelow: autoApproveThreshold(input.config.escalations, orgId),
+      prepare: async (tx) => {
+        const pending = await pendingToReuse(tx, input, 'escalation');
+        if (pending) return reused(pending, { escalation_id: pending.id });
+        const id = randomUUID();
+        return {
+          opened: { escalation_id: id },
+          statuses: [],
+          open: async (inner) => {
+            const escalation = await createEscalation(
+              inner,
+              {
+                id,
+                orgId,
+                agentId: request.actor_id,
+                escalationReason: decided.reasonCodes.join(', '),
+                // Readable by any credential of the organization: the bound facts, never the whole context.
+                proposedAction: { action_type: request.action_type, actor_id: request.actor_id, context: contextOf(boundFacts) },
+                riskScore: decided.risk.score,
+                quorumRequired: settings.quorum,
+                approverPoolSize: settings.approverPoolSize,
+                minApprovers: settings.minApprovers,
+                timeoutMs: settings.timeoutMs,
+                fallbackDecision: settings.fallbackDecision,
+                metadata: { evaluation_id: evaluationId, action_class: decided.actionClass, reason_codes: decided.reasonCodes },
+                createdBy: principal.credential,
+                requestId,
+                binding: { hash: bindingHash, facts: boundFacts },
+                autoApproveBelow: autoApproveThreshold(input.config.escalations, orgId),
+              },
+              input.clock,
+            );
+            return escalation.status;
           },
-          input.clock,
-        );
-        return escalation.status;
+        };
       },
     };
   }

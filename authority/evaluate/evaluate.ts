@@ -23,6 +23,7 @@ import type { EscalationStatus } from '../../shared/wire/escalations.js';
 import type { EvaluateResponse, EvaluateWireRequest } from '../../shared/wire/evaluate.js';
 import { AuditPayloadError } from '../audit/chain.js';
 import type { NewAuditEvent } from '../audit/types.js';
+import { identityOfCredential } from '../auth/identity.js';
 import type { Principal } from '../auth/principal.js';
 import type { AuthorityConfig } from '../config.js';
 import type { AuthorityMetrics } from '../metrics.js';
@@ -35,7 +36,10 @@ import type { Db } from '../store/db.js';
 import type { GroupCommit } from '../store/group-commit.js';
 import type { Clock } from '../time.js';
 import { decideAsEvaluate } from './decide.js';
-import { ApprovalAlreadyUsedError, checkApprovals, claimApprovals, denyForRefusedApprovals, planHumanApproval, type ApprovalStatus, type OpenedApproval } from './approvals.js';
+import {
+  ApprovalAlreadyUsedError, checkApprovals, claimApprovals, decideWithApprovals, denyForRefusedApprovals, needsHuman, NO_APPROVALS, planHumanApproval, reuseApproval,
+  type ApprovalCheck, type ApprovalStatus, type PreparedApproval,
+} from './approvals.js';
 import { buildEvaluateResponse } from './response.js';
 import { storeEvaluations, type EvaluationOutcome, type EvaluationWrite } from './store.js';
 
@@ -68,6 +72,9 @@ export interface EvaluateOptions {
 
 class DuplicateRequestId extends Error {}
 
+/** No human approval in this evaluation: nothing opened, reused or reported. */
+const NOTHING_OPENED: PreparedApproval = { opened: {}, statuses: [], open: () => Promise.resolve(null) };
+
 /** boundFacts, with a fact that has no canonical form reported as the caller's 400. */
 function bind(request: BindingInput, extraKeys: readonly string[]): { facts: Record<string, unknown>; keys: string[] } {
   try {
@@ -99,13 +106,15 @@ function noPolicyDecision(): PolicyDecision {
 /**
  * What a request_id is bound to. An evaluation that may not carry a permit is a different request
  * from one that may, so a request_id cannot cross between them: a permit-less answer is never
- * replayed to an evaluate caller, nor the reverse (409). The field is left out otherwise, so the
- * fingerprints of evaluations stored before it existed stay the same.
+ * replayed to an evaluate caller, nor the reverse (409); likewise one that reuses approvals and one
+ * that does not. Those fields are left out otherwise, so the fingerprints of evaluations stored
+ * before they existed stay the same.
  */
 export function requestFingerprint(request: EvaluateWireRequest, options: EvaluateOptions): string {
   const { action_type, actor_id, context, shadow } = request;
   const withheld = options.permit === 'never' ? { permit: 'never' } : {};
-  return hash('sha256', canonicalJson({ action_type, actor_id, context, shadow: shadow === true, ...withheld }), 'hex');
+  const reusing = request.reuse_approvals === true ? { reuse_approvals: true } : {};
+  return hash('sha256', canonicalJson({ action_type, actor_id, context, shadow: shadow === true, ...withheld, ...reusing }), 'hex');
 }
 
 export async function evaluateAction(
@@ -142,15 +151,26 @@ async function evaluateOnce(
   const policy = await deps.policies.current(org);
   const approvalContext = { orgId: org.id, actorId: request.actor_id, bindingHash: bindingHash(org.id, facts) };
   const presented = request.context.approvals ?? [];
-  const approvals = presented.length > 0 ? await checkApprovals(deps.db, deps.clock, approvalContext, presented) : { accepted: [], statuses: [] };
-  const decided = policy
-    ? decideAsEvaluate(policy.compiled, request, { accepted: approvals.accepted, statuses: approvals.statuses, now, explain: request.explain === true })
-    : denyForRefusedApprovals(noPolicyDecision(), approvals.statuses);
-
-  // The class may bind extra context keys; the binding then covers them too.
-  const bound = decided.permit.bind.length > 0 ? bind(request, decided.permit.bind) : { facts, keys: boundKeys };
-  const binding = decided.permit.bind.length > 0 ? bindingHash(org.id, bound.facts) : approvalContext.bindingHash;
-  const mode = request.shadow === true ? 'shadow' : decided.mode;
+  const checked = presented.length > 0 ? await checkApprovals(deps.db, deps.clock, approvalContext, presented) : NO_APPROVALS;
+  const decideOnce = (check: ApprovalCheck) => {
+    const decided = policy
+      ? decideAsEvaluate(policy.compiled, request, { accepted: check.accepted, statuses: check.statuses, now, explain: request.explain === true })
+      : denyForRefusedApprovals(noPolicyDecision(), check.statuses);
+    // The class may bind extra context keys; the binding then covers them too.
+    if (decided.permit.bind.length === 0) return { decided, bound: { facts, keys: boundKeys }, binding: approvalContext.bindingHash };
+    const bound = bind(request, decided.permit.bind);
+    return { decided, bound, binding: bindingHash(org.id, bound.facts) };
+  };
+  const modeOf = (decided: PolicyDecision) => (request.shadow === true ? 'shadow' : decided.mode);
+  let action = decideWithApprovals(checked, decideOnce);
+  // Reuse applies to live evaluations that would need a human: nothing is looked up otherwise.
+  const reuse = request.reuse_approvals === true && needsHuman(action.decided) && modeOf(action.decided) === 'live'
+    ? { boundFactsHash: action.binding, requester: await identityOfCredential(deps.db, org.id, principal.credential) }
+    : null;
+  let reported: ApprovalStatus[] = [];
+  if (reuse) ({ action, reported } = await reuseApproval(deps.db, deps.clock, approvalContext, reuse, action, decideOnce));
+  const { decided, bound, binding, approvals } = action;
+  const mode = modeOf(decided);
   const issuesPermit = decided.decision === 'allow' && decided.permit.required && mode === 'live' && options.permit !== 'never';
 
   const evaluationId = randomUUID();
@@ -182,8 +202,12 @@ async function evaluateOnce(
     permit = { id: claims.jti, token: await signPermit(claims, signing), kid: signing.kid, expiresAt: new Date(claims.exp * 1000) };
   }
 
-  const responseFor = (opened: OpenedApproval) =>
-    buildEvaluateResponse({ decided, mode, requestId, evaluationId, permit, policy, bindingHash: binding, boundKeys: bound.keys, approvals: approvals.statuses, opened, now });
+  // What the answer reports of approvals: those the decision used or refused, and any the reuse
+  // found (a refused one that explains a new hold, or the pending one it names).
+  const responseFor = (human: Pick<PreparedApproval, 'opened' | 'statuses'>) => {
+    const statuses = [...approvals.statuses, ...reported, ...human.statuses];
+    return buildEvaluateResponse({ decided, mode, requestId, evaluationId, permit, policy, bindingHash: binding, boundKeys: bound.keys, approvals: statuses, opened: human.opened, now });
+  };
   const writeFor = (answer: EvaluateResponse): EvaluationWrite => ({
     evaluation: {
       id: evaluationId, orgId: org.id, requestId, fingerprint: print, actionType: request.action_type, actorId: request.actor_id,
@@ -194,12 +218,16 @@ async function evaluateOnce(
       id: permit.id, orgId: org.id, evaluationId, requestId, actionType: request.action_type, actorId: request.actor_id,
       bindingHash: binding, boundFacts: bound.facts, kid: permit.kid, issuedAt: now, expiresAt: permit.expiresAt,
     },
-    events: auditEventsFor({ principal, request, requestId, evaluationId, decided, mode, binding, boundKeys: bound.keys, approvals: approvals.statuses, permit, via: options.via ?? 'evaluate', now }),
+    events: auditEventsFor({
+      principal, request, requestId, evaluationId, decided, mode, binding, boundKeys: bound.keys, approvals: answer.decisionObject.approvals, permit, via: options.via ?? 'evaluate', now,
+    }),
   });
 
   // A hold or escalate opens a human approval, and a permit backed by approvals uses them up: both
   // in a transaction of their own with the evaluation. Everything else shares group commit.
-  const human = mode === 'live' ? planHumanApproval({ decided, principal, request, requestId, evaluationId, bindingHash: approvalContext.bindingHash, boundFacts: bound.facts, config: deps.config, clock: deps.clock, now }) : null;
+  const human = mode === 'live'
+    ? planHumanApproval({ decided, principal, request, requestId, evaluationId, bindingHash: approvalContext.bindingHash, boundFacts: bound.facts, reuse, config: deps.config, clock: deps.clock, now })
+    : null;
   const usesApprovals = permit !== null && approvals.accepted.length > 0;
   let response: EvaluateResponse;
   let outcome: EvaluationOutcome;
@@ -207,16 +235,17 @@ async function evaluateOnce(
   try {
     if (human || usesApprovals) {
       ({ response, outcome } = await deps.db.transaction(async (tx) => {
-        const answer = responseFor(human?.opened ?? {});
+        const prepared = (await human?.prepare(tx)) ?? NOTHING_OPENED;
+        const answer = responseFor(prepared);
         const [stored] = await storeEvaluations(tx, [writeFor(answer)]);
         // A duplicate must not keep what it opened or claimed: roll the transaction back.
         if (stored !== 'stored') throw new DuplicateRequestId();
-        escalationStatus = (await human?.open(tx)) ?? null;
+        escalationStatus = await prepared.open(tx);
         if (usesApprovals && permit) await claimApprovals(tx, { orgId: org.id, permitId: permit.id, evaluationId, at: now }, approvals.accepted);
         return { response: answer, outcome: stored };
       }));
     } else {
-      response = responseFor({});
+      response = responseFor(NOTHING_OPENED);
       outcome = await deps.writer.submit(writeFor(response));
     }
   } catch (error) {

@@ -49,6 +49,13 @@ const Options = {
   shadow: z.boolean().optional(),
   /** Include the rule trace in `decisionObject.explanation`. */
   explain: z.boolean().optional(),
+  /** Reuse the approval opened for exactly this action by the same requester (authority/approvals/reuse.ts). */
+  reuse_approvals: z
+    .boolean()
+    .optional()
+    .describe(
+      'For callers that cannot name an approval id (an unmodified MCP client behind the gate): a `hold` or `escalate` names the pending approval request or escalation already opened for exactly this action (every bound fact) by the same requesting identity instead of opening another, and one approved, unexpired and unused is applied as if given in `context.approvals`. A rejected or expired one is not reused: a new one opens, and `decisionObject.approvals` says why.',
+    ),
 };
 
 export const EvaluateWireRequest = z.object({
@@ -84,8 +91,8 @@ export function fromAgentForm(agent: EvaluateAgentRequest): z.input<typeof Evalu
   }
   if (agent.actor.type !== undefined) context.actor_type = agent.actor.type;
   if (agent.action.id !== undefined) context.action_id = agent.action.id;
-  const { request_id, shadow, explain } = agent;
-  return { action_type: agent.action.type, actor_id: agent.actor.id, context, request_id, shadow, explain };
+  const { request_id, shadow, explain, reuse_approvals } = agent;
+  return { action_type: agent.action.type, actor_id: agent.actor.id, context, request_id, shadow, explain, reuse_approvals };
 }
 
 /**
@@ -102,8 +109,8 @@ export const EvaluateLegacyRequest = z.object({
 export type EvaluateLegacyRequest = z.infer<typeof EvaluateLegacyRequest>;
 
 function fromLegacyForm(legacy: EvaluateLegacyRequest): z.input<typeof EvaluateWireRequest> {
-  const { action, agent, context, request_id, shadow, explain } = legacy;
-  return { action_type: action, actor_id: agent, context, request_id, shadow, explain };
+  const { action, agent, context, request_id, shadow, explain, reuse_approvals } = legacy;
+  return { action_type: action, actor_id: agent, context, request_id, shadow, explain, reuse_approvals };
 }
 
 /**

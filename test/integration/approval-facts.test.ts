@@ -108,14 +108,20 @@ for (const backend of appBackends()) {
       const written = await stored();
       t.ok(written.approval && written.escalation, 'evaluate stored the facts');
 
-      // The schema as it was before: no column for the facts, and the migration not yet applied.
-      await db.exec(`ALTER TABLE approval_requests DROP COLUMN bound_facts;
+      // The schema as it was before: no column for the facts (nor their hash), and the migrations not yet applied.
+      await db.exec(`ALTER TABLE approval_requests DROP COLUMN bound_facts, DROP COLUMN bound_facts_hash;
         ALTER TABLE escalations DROP CONSTRAINT escalations_bound_facts_with_binding;
-        ALTER TABLE escalations DROP COLUMN bound_facts;
-        DELETE FROM schema_migrations WHERE version = 16;`);
-      t.same((await migrate(db)).applied, ['0016_approval_bound_facts'], 'the migration runs on the existing rows');
+        ALTER TABLE escalations DROP COLUMN bound_facts, DROP COLUMN bound_facts_hash;
+        DELETE FROM schema_migrations WHERE version IN (16, 17);`);
+      t.same((await migrate(db)).applied, ['0016_approval_bound_facts', '0017_approval_reuse'], 'the migrations run on the existing rows');
       t.same(await stored(), written, 'and gives them the facts evaluate would have stored, from their evaluation.decided events');
       t.equal(written.manual, null, 'an escalation created through the API stays bound to nothing');
+
+      // Such a request is not found by reuse_approvals (it has no bound_facts_hash), but named, it still backs its action.
+      const approver = await authority.key(['approvals:write']);
+      t.equal((await call('POST', `/v1/approvals/${held.approval_request_id as string}/resolve`, { body: { decision: 'approve' }, token: approver })).status, 200);
+      const allowed = await evaluateWith(call)({ ...payment, context: { ...payment.context, approvals: [held.approval_request_id] } });
+      t.equal(allowed.decision, 'allow', 'a request opened before the migrations still backs the action it was opened for');
     }),
   );
 }
