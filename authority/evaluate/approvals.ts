@@ -104,7 +104,7 @@ export function decideWithApprovals(check: ApprovalCheck, decide: (check: Approv
   for (let approvals = check; ; ) {
     const outcome = decide(approvals);
     const settled = refuseOtherBindings(approvals, outcome.binding);
-    if (settled === approvals) return { ...outcome, approvals };
+    if (settled === approvals) return { decided: outcome.decided, bound: outcome.bound, binding: outcome.binding, approvals };
     approvals = settled;
   }
 }

@@ -18,12 +18,13 @@ import { repoPath } from '../helpers/repo.js';
 const DIGEST_A = 'a'.repeat(64);
 const DIGEST_B = 'b'.repeat(64);
 
-/** The example policy, with its tool calls bound to their arguments as the MCP gate requires. */
+/** The example policy, whose tool calls are bound to their arguments as the MCP gate requires. */
 function policyBindingArguments(): string {
   const example = readFileSync(repoPath('config', 'policies', 'default.yaml'), 'utf8');
-  const anchor = '    actor_groups: [agents]\n    permit:\n      lifetime_seconds: 30';
-  if (!example.includes(anchor)) throw new Error('the example policy no longer has the agent.tool class this test extends');
-  return example.replace(anchor, `    actor_groups: [agents]\n    bind: [arguments_digest]\n    permit:\n      lifetime_seconds: 30`);
+  if (!example.includes('  - id: agent.tool\n') || !example.includes('    bind: [arguments_digest]\n')) {
+    throw new Error('the example policy no longer binds the agent.tool class to arguments_digest, which this test relies on');
+  }
+  return example;
 }
 
 /** A refund over the approval threshold, with these arguments. */
