@@ -24,9 +24,9 @@ import { checkPage, screenshot, sessionOf, signIn, withConsole, type Setup } fro
 const keyRow = (tested: TestPage, id: string) => tested.page.locator(`[data-testid="key-row"][data-id="${id}"]`);
 
 /** The key a secret belongs to, as the API sees it: 200 with its id and scopes, or 401 once revoked. */
-async function self(setup: Setup, secret: string): Promise<{ status: number; body: { key_id?: string; scopes?: string[] } }> {
+async function self(setup: Setup, secret: string): Promise<{ status: number; body: { key_id?: string; scopes?: string[]; allowed_actors?: string[] | null } }> {
   const response = await request(`${setup.h.authorityUrl}/v1/api-key-self`, { headers: { authorization: `Bearer ${secret}` } });
-  return { status: response.statusCode, body: (await response.body.json()) as { key_id?: string; scopes?: string[] } };
+  return { status: response.statusCode, body: (await response.body.json()) as { key_id?: string; scopes?: string[]; allowed_actors?: string[] | null } };
 }
 
 /** Creates a key through the API with the organization's admin key; returns its id and secret. */
