@@ -144,7 +144,7 @@ export function KeysPage({ session }: { session: SignedInSession }) {
       {heading}
       <p>
         Keys let services and agents of {session.organization.name} call the API. Each holds the scopes it was created with, may be limited to
-        some addresses and may expire.
+        some addresses and to the actors it may speak for, and may expire.
       </p>
       {created !== null && <KeySecretPanel created={created.key} replaces={created.replaces} onDone={() => setCreated(null)} />}
       {outcome !== null && (
