@@ -28,18 +28,23 @@ export function allowsActor(allowedActors: readonly string[] | null, actorId: st
   return allowedActors === null || allowedActors.some((pattern) => actorPatternMatches(pattern, actorId));
 }
 
+/** The actor patterns `principal` is held to; null when it may speak for any actor (a user token, a key without the list). */
+function actorLimitOf(principal: Principal): readonly string[] | null {
+  return principal.kind === 'api_key' ? principal.allowedActors : null;
+}
+
 /** Whether `principal` may ask for decisions as `actorId`. */
 export function maySpeakFor(principal: Principal, actorId: string): boolean {
-  return principal.kind !== 'api_key' || allowsActor(principal.allowedActors, actorId);
+  return allowsActor(actorLimitOf(principal), actorId);
 }
 
 /** 403 `forbidden` (reason ACTOR_NOT_ALLOWED_FOR_CREDENTIAL) unless `principal` may speak for `actorId`. */
 export function assertMaySpeakFor(principal: Principal, actorId: string): void {
-  if (maySpeakFor(principal, actorId)) return;
-  const allowed = principal.kind === 'api_key' ? (principal.allowedActors ?? []).join(', ') : '';
+  const limit = actorLimitOf(principal);
+  if (allowsActor(limit, actorId)) return;
   throw new CountersignError(
     'forbidden',
-    `this API key may not act as "${actorId}": it may speak only for its allowed actors (${allowed})`,
+    `this API key may not act as "${actorId}": it may speak only for its allowed actors (${limit?.join(', ')})`,
     { reason: ACTOR_NOT_ALLOWED_REASON },
   );
 }

@@ -2,9 +2,9 @@
  * `POST /v1/api-keys`, `GET /v1/api-keys`, `POST /v1/api-keys/:id/revoke`: scope `keys:write`
  * (role admin holds it). Keys are confined to the caller's organization and never widen
  * (narrowing.ts): a new key gets only scopes its creator holds, and a key's allowlist, allowed
- * actors and expiry pass on to the keys it mints. A caller cannot revoke a key holding scopes it lacks, so
- * `keys:write` alone cannot disable the organization's admin key. A new key's owner is the
- * creating user, or the creating key's owner (auth/identity.ts).
+ * actors and expiry pass on to the keys it mints. A caller cannot revoke a key holding scopes it
+ * lacks, so `keys:write` alone cannot disable the organization's admin key. A new key's owner is
+ * the creating user, or the creating key's owner (auth/identity.ts).
  */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';

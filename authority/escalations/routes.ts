@@ -27,8 +27,8 @@ import {
   RespondRequest,
   RespondResponse,
 } from '../../shared/wire/escalations.js';
-import { AuditPayloadError } from '../audit/chain.js';
 import { assertMaySpeakFor } from '../api-keys/actors.js';
+import { AuditPayloadError } from '../audit/chain.js';
 import { identityOf } from '../auth/identity.js';
 import type { Principal } from '../auth/principal.js';
 import { decodePageCursor, encodePageCursor } from '../http/page-cursor.js';

@@ -6,7 +6,8 @@
  * record are made exactly as there.
  *
  * Everything refused before the stream starts (credential, scope, rate limit, a malformed body, an
- * actor the API key may not speak for) is an ordinary error envelope with its status. Once it has started (200, `text/event-stream`):
+ * actor the API key may not speak for) is an ordinary error envelope with its status. Once it has
+ * started (200, `text/event-stream`):
  *
  *   event: progress   data: {"stage":"evaluating","request_id":…}
  *   event: decision   data: {"permitted":…,"decision":…,"decision_id":…,"is_final":true,"evaluation":{…}}
@@ -25,9 +26,9 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { errorEnvelope } from '../../shared/errors.js';
 import type { EvaluateResponse } from '../../shared/wire/evaluate.js';
-import { toCountersignError } from '../http/errors.js';
 import { assertMaySpeakFor } from '../api-keys/actors.js';
 import type { Principal } from '../auth/principal.js';
+import { toCountersignError } from '../http/errors.js';
 import { EVALUATE_LIMIT } from '../http/route-access.js';
 import type { EvaluateDeps } from './evaluate.js';
 import { evaluateInSpan, evaluationOf } from './in-request.js';

@@ -1,6 +1,6 @@
 /**
- * One API key: what it may do, from where and for which actors, who made it and for whom it acts, when it was
- * last used, and its status in words. An active key offers "Rotate" (a new key like it) and
+ * One API key: what it may do, from where and for which actors, who made it and for whom it
+ * acts, when it was last used, and its status in words. An active key offers "Rotate" (a new key like it) and
  * "Revoke", which asks first, inline; a refusal shows the server's message (a narrower
  * credential cannot revoke a wider key).
  */

@@ -1,8 +1,9 @@
 /**
  * Creating a key: a name, the scopes (only those the creator holds are offered), an optional
- * address allowlist, optional allowed actors and an optional expiry. The server narrows and refuses (a key is never
- * wider than its creator); the form only keeps people from asking for what they cannot have, and shows the
- * server's message when it refuses anyway (an allowlist outside the creating key's, say).
+ * address allowlist, optional allowed actors and an optional expiry. The server narrows and
+ * refuses (a key is never wider than its creator); the form only keeps people from asking for
+ * what they cannot have, and shows the server's message when it refuses anyway (an allowlist or
+ * actors outside the creating key's, say).
  */
 import { useState } from 'preact/hooks';
 import { ApiError, type SignedInSession } from '../api';
