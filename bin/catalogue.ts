@@ -153,18 +153,20 @@ export const COMMANDS: readonly CommandEntry[] = [
   {
     name: 'keys create',
     summary: 'create an API key and print its secret (shown this once)',
-    usage: ['keys create --org ORG --name NAME --scopes SCOPE[,SCOPE…] [--allowed-cidrs CIDR[,CIDR…]] [--expires-at ISO] [--config FILE]'],
+    usage: ['keys create --org ORG --name NAME --scopes SCOPE[,SCOPE…] [--allowed-cidrs CIDR[,CIDR…]] [--actors ACTOR[,ACTOR…]] [--expires-at ISO] [--config FILE]'],
     options: [
       { flag: '--org ORG', text: 'the organization, by id or name (required)' },
       { flag: '--name NAME', text: 'what the key is for (required)' },
       { flag: '--scopes LIST', text: 'comma-separated resource:action scopes, such as evaluate:write,verify:execute (required)' },
       { flag: '--allowed-cidrs LIST', text: 'comma-separated networks the key may be used from (default anywhere)' },
+      { flag: '--actors LIST', text: "comma-separated actor ids the key may evaluate as; a trailing * is a prefix, as in 'agent:*' (default any actor)" },
       { flag: '--expires-at ISO', text: 'when the key stops working, ISO 8601 with an offset, in the future (default never)' },
       CONFIG_OPTION,
     ],
     examples: [
       { command: 'countersign keys create --org acme --name ci --scopes evaluate:write,verify:execute', comment: 'a key for an agent that evaluates and a gate that verifies' },
       { command: 'countersign keys create --org acme --name auditor --scopes audit:read --expires-at 2027-12-31T00:00:00Z' },
+      { command: "countersign keys create --org acme --name mcp-gate --scopes evaluate:write,verify:execute --actors 'agent:*'", comment: 'a key that may speak only for agents, never for a person' },
     ],
     notes: ['A key made here is its own root identity: it can approve what keys of other roots asked for.', RUN_BY_SERVER],
     whileRunning: `curl -X POST http://{api}/v1/api-keys -H "authorization: Bearer ${BOOTSTRAP_KEY}" -H 'content-type: application/json' -d '{body}'`,

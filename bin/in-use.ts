@@ -28,12 +28,13 @@ async function apiAddress(args: string[], env: NodeJS.ProcessEnv): Promise<strin
 
 /** The JSON body of POST /v1/api-keys for what `keys create` was asked to do. */
 function createBody(args: string[]): string {
-  const { values } = parseArgs({ args, strict: false, allowPositionals: true, options: { name: { type: 'string' }, scopes: { type: 'string' }, 'allowed-cidrs': { type: 'string' }, 'expires-at': { type: 'string' } } });
+  const { values } = parseArgs({ args, strict: false, allowPositionals: true, options: { name: { type: 'string' }, scopes: { type: 'string' }, 'allowed-cidrs': { type: 'string' }, actors: { type: 'string' }, 'expires-at': { type: 'string' } } });
   const split = (value: unknown) => (typeof value === 'string' ? value.split(',').map((item) => item.trim()).filter(Boolean) : undefined);
   const body = {
     name: typeof values.name === 'string' ? values.name : 'NAME',
     scopes: split(values.scopes) ?? ['evaluate:write'],
     ...(split(values['allowed-cidrs']) ? { allowed_cidrs: split(values['allowed-cidrs']) } : {}),
+    ...(split(values.actors) ? { allowed_actors: split(values.actors) } : {}),
     ...(typeof values['expires-at'] === 'string' ? { expires_at: values['expires-at'] } : {}),
   };
   return JSON.stringify(body).replace(/'/g, "'\\''");

@@ -20,6 +20,8 @@ export interface ApiKey {
   prefix: string;
   scopes: Scope[];
   allowedCidrs: string[] | null;
+  /** The actor ids or patterns (`agent:*`) the key may evaluate as (actors.ts); null = any actor. */
+  allowedActors: string[] | null;
   createdBy: string;
   /** The identity the key acts for: `user:<sub>`, or the root key's `api_key:<id>` (itself when it is a root). */
   owner: string;
@@ -37,6 +39,7 @@ interface ApiKeyRow {
   display_prefix: string;
   scopes: string[];
   allowed_cidrs: string[] | null;
+  allowed_actors: string[] | null;
   created_by: string;
   owner: string;
   created_at: Date;
@@ -46,7 +49,7 @@ interface ApiKeyRow {
 }
 
 const COLUMNS =
-  'id, org_id, name, key_hash, display_prefix, scopes, allowed_cidrs, created_by, owner, created_at, last_used_at, expires_at, revoked_at';
+  'id, org_id, name, key_hash, display_prefix, scopes, allowed_cidrs, allowed_actors, created_by, owner, created_at, last_used_at, expires_at, revoked_at';
 
 const fromRow = (row: ApiKeyRow): ApiKey => ({
   id: row.id,
@@ -55,6 +58,7 @@ const fromRow = (row: ApiKeyRow): ApiKey => ({
   prefix: row.display_prefix,
   scopes: row.scopes as Scope[],
   allowedCidrs: row.allowed_cidrs,
+  allowedActors: row.allowed_actors,
   createdBy: row.created_by,
   owner: row.owner,
   createdAt: row.created_at,
@@ -68,6 +72,7 @@ export interface NewApiKey {
   name: string;
   scopes: readonly Scope[];
   allowedCidrs?: readonly string[] | undefined;
+  allowedActors?: readonly string[] | undefined;
   expiresAt?: Date | undefined;
   /** Who created it, for the record: `cli`, `bootstrap`, `api_key:<id>`, `user:<id>`. */
   createdBy: string;
@@ -91,8 +96,8 @@ export async function createApiKey(db: Queryable, input: NewApiKey, clock: Clock
   }
   const id = randomUUID();
   const rows = await db.query<ApiKeyRow>(
-    `INSERT INTO api_keys (id, org_id, name, key_hash, display_prefix, scopes, allowed_cidrs, created_by, created_at, expires_at, owner)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING ${COLUMNS}`,
+    `INSERT INTO api_keys (id, org_id, name, key_hash, display_prefix, scopes, allowed_cidrs, created_by, created_at, expires_at, owner, allowed_actors)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING ${COLUMNS}`,
     [
       id,
       input.org.id,
@@ -105,6 +110,7 @@ export async function createApiKey(db: Queryable, input: NewApiKey, clock: Clock
       new Date(clock.now()),
       input.expiresAt ?? null,
       input.owner ?? `api_key:${id}`,
+      input.allowedActors ? [...input.allowedActors] : null,
     ],
   );
   return { key: fromRow(rows[0] as ApiKeyRow), secret };
@@ -169,6 +175,7 @@ export function apiKeyToWire(key: ApiKey): ApiKeyRecord {
     prefix: key.prefix,
     scopes: key.scopes,
     allowed_cidrs: key.allowedCidrs,
+    allowed_actors: key.allowedActors,
     created_by: key.createdBy,
     owner: key.owner,
     created_at: key.createdAt.toISOString(),

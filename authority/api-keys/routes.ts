@@ -1,10 +1,10 @@
 /**
  * `POST /v1/api-keys`, `GET /v1/api-keys`, `POST /v1/api-keys/:id/revoke`: scope `keys:write`
  * (role admin holds it). Keys are confined to the caller's organization and never widen
- * (narrowing.ts): a new key gets only scopes its creator holds, and a key's allowlist and expiry
- * pass on to the keys it mints. A caller cannot revoke a key holding scopes it lacks, so
- * `keys:write` alone cannot disable the organization's admin key. A new key's owner is the
- * creating user, or the creating key's owner (auth/identity.ts).
+ * (narrowing.ts): a new key gets only scopes its creator holds, and a key's allowlist, allowed
+ * actors and expiry pass on to the keys it mints. A caller cannot revoke a key holding scopes it
+ * lacks, so `keys:write` alone cannot disable the organization's admin key. A new key's owner is
+ * the creating user, or the creating key's owner (auth/identity.ts).
  */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
@@ -47,7 +47,7 @@ export function apiKeyRoutes(app: FastifyInstance, { db, clock, credentials }: A
       if (expiryProblem !== null) {
         throw new CountersignError('invalid_request', `expires_at ${expiryProblem}`, { details: [{ path: 'expires_at', message: expiryProblem }] });
       }
-      let limits: RequestedLimits = { allowedCidrs: request.body.allowed_cidrs, expiresAt: requestedExpiry };
+      let limits: RequestedLimits = { allowedCidrs: request.body.allowed_cidrs, allowedActors: request.body.allowed_actors, expiresAt: requestedExpiry };
       let owner: string;
       if (principal.kind === 'api_key') {
         // The stored row, not the cached principal: its limits and owner are what the key has now.
@@ -65,13 +65,14 @@ export function apiKeyRoutes(app: FastifyInstance, { db, clock, credentials }: A
           name: request.body.name,
           scopes: request.body.scopes,
           allowedCidrs: limits.allowedCidrs,
+          allowedActors: limits.allowedActors,
           expiresAt: limits.expiresAt,
           createdBy: principal.credential,
           owner,
         },
         clock,
       );
-      request.log.info({ api_key_id: key.id, scopes: key.scopes }, 'API key created');
+      request.log.info({ api_key_id: key.id, scopes: key.scopes, allowed_actors: key.allowedActors }, 'API key created');
       return reply.code(201).send({ api_key: apiKeyToWire(key), secret });
     },
   );

@@ -125,6 +125,7 @@ export function createAuthenticator(options: AuthenticatorOptions): Authenticato
       org,
       keyId: key.id,
       scopes: key.scopes,
+      allowedActors: key.allowedActors,
       permissions: new Set(key.scopes),
       credential: `api_key:${key.id}`,
     };

@@ -17,6 +17,8 @@ export interface ApiKeyPrincipal extends PrincipalBase {
   kind: 'api_key';
   keyId: string;
   scopes: readonly Scope[];
+  /** The actor ids or patterns the key may evaluate as (api-keys/actors.ts); null = any actor. */
+  allowedActors: readonly string[] | null;
 }
 
 export interface UserPrincipal extends PrincipalBase {

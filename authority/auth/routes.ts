@@ -41,7 +41,7 @@ export function identityRoutes(app: FastifyInstance): void {
       if (principal.kind !== 'api_key') {
         throw new CountersignError('forbidden', 'GET /v1/api-key-self describes API keys; user tokens use GET /v1/session');
       }
-      return { key_id: principal.keyId, organization_id: principal.org.id, scopes: [...principal.scopes] };
+      return { key_id: principal.keyId, organization_id: principal.org.id, scopes: [...principal.scopes], allowed_actors: principal.allowedActors === null ? null : [...principal.allowedActors] };
     });
   }
 }

@@ -24,9 +24,10 @@
  * An entry that is incomplete or malformed (mapping.ts plans it so) is answered `false` with its
  * error and decided by nobody: no request id, no audit event. An entry that cannot be decided for
  * a reason of its own (4xx: another credential holds both its request id and the id derived for
- * this question, say) is answered the same way, as AuthZEN asks. A failure of the service itself
- * (503: the audit log cannot be written) fails the whole request: entries already decided stay
- * recorded, and the caller, having no answer, must treat every entry as denied.
+ * this question, or its subject is an actor the API key may not speak for, say) is answered the
+ * same way, as AuthZEN asks. A failure of the service itself (503: the audit log cannot be
+ * written) fails the whole request: entries already decided stay recorded, and the caller, having
+ * no answer, must treat every entry as denied.
  *
  * Decided entries answer `{decision}` alone, as AuthZEN's examples and the working group's
  * interoperability runners expect, unless the request's `options.include_context` asks for each
@@ -39,6 +40,7 @@
 import { CountersignError } from '../../shared/errors.js';
 import type { AuthzenDecision, AuthzenEvaluationDecision } from '../../shared/wire/authzen.js';
 import type { EvaluateWireRequest } from '../../shared/wire/evaluate.js';
+import { assertMaySpeakFor } from '../api-keys/actors.js';
 import type { Principal } from '../auth/principal.js';
 import { evaluateAction, requestFingerprint, type EvaluateDeps, type EvaluateOptions } from '../evaluate/evaluate.js';
 import type { ActionNameMapping } from './action-names.js';
@@ -65,6 +67,7 @@ function questionRequestId(requestId: string, request: EvaluateWireRequest): str
 /** One evaluation, decided and recorded; errors are the caller's (the error envelope). */
 export async function decideAccess(deps: AuthzenDecideDeps, principal: Principal, evaluation: AuthzenEvaluation, requestId: string, where = ''): Promise<AuthzenDecision> {
   const request = toEvaluateRequest(evaluation, deps.names, where);
+  assertMaySpeakFor(principal, request.actor_id);
   try {
     return decisionOf(await evaluateAction(deps, principal, request, requestId, AUTHZEN_EVALUATION), request.action_type);
   } catch (error) {

@@ -13,6 +13,11 @@
  *                   the requested subject type and properties. Subjects a class admits through
  *                   `actors: ['*']` are not enumerable and are not listed.
  *
+ * An API key restricted to some actors (api-keys/actors.ts) searches only as them: an action
+ * search for another subject is refused (403, as its evaluation would be), and a subject search
+ * lists only actors the key may speak for, so every result still answers `true` when evaluated
+ * with the same key.
+ *
  * A search decides nothing: no evaluation is recorded, no audit event is written, no approval
  * request or escalation is opened, and approvals presented in `context.approvals` are not
  * consulted (a `hold` is not a result). It draws one token from the `evaluate` bucket, whatever the
@@ -34,12 +39,13 @@ import {
   type AuthzenSubjectSearchRequest,
   type AuthzenSubjectSearchResponse,
 } from '../../shared/wire/authzen-search.js';
+import { assertMaySpeakFor, maySpeakFor } from '../api-keys/actors.js';
 import type { Principal } from '../auth/principal.js';
 import { decideAsEvaluate } from '../evaluate/decide.js';
 import type { CurrentPolicy } from '../policy/versions.js';
 import { ENCODED_NAMESPACE } from './action-names.js';
 import type { AuthzenDecideDeps } from './decide.js';
-import { toEvaluateRequest } from './mapping.js';
+import { actorIdOf, toEvaluateRequest } from './mapping.js';
 
 type SearchDeps = Pick<AuthzenDecideDeps, 'policies' | 'clock' | 'names'>;
 type Page = { token?: string | undefined; limit?: number | undefined } | undefined;
@@ -73,6 +79,7 @@ function allows(deps: SearchDeps, policy: CurrentPolicy, evaluation: AuthzenEval
 }
 
 export async function searchActions(deps: SearchDeps, principal: Principal, request: AuthzenActionSearchRequest): Promise<AuthzenActionSearchResponse> {
+  assertMaySpeakFor(principal, actorIdOf(request.subject.id));
   const policy = await deps.policies.current(principal.org);
   if (!policy) return paged([], request.page);
   const now = new Date(deps.clock.now());
@@ -89,7 +96,7 @@ export async function searchSubjects(deps: SearchDeps, principal: Principal, req
   const now = new Date(deps.clock.now());
   const { subject, action, resource, context } = request;
   const matches = policy.compiled.vocabulary.actors
-    .filter((id) => allows(deps, policy, { subject: Object.assign({}, subject, { id }), action, resource, context }, now))
+    .filter((id) => maySpeakFor(principal, actorIdOf(id)) && allows(deps, policy, { subject: Object.assign({}, subject, { id }), action, resource, context }, now))
     .map((id) => ({ type: subject.type, id }));
   return paged(matches, request.page);
 }

@@ -37,7 +37,7 @@ const OPTIONS: Record<string, OptionSpec> = {
   migrate: CONFIG,
   'orgs create': { ...CONFIG, name: { type: 'string' }, plan: { type: 'string' }, test: { type: 'boolean' } },
   'orgs list': CONFIG,
-  'keys create': { ...CONFIG, org: { type: 'string' }, name: { type: 'string' }, scopes: { type: 'string' }, 'allowed-cidrs': { type: 'string' }, 'expires-at': { type: 'string' } },
+  'keys create': { ...CONFIG, org: { type: 'string' }, name: { type: 'string' }, scopes: { type: 'string' }, 'allowed-cidrs': { type: 'string' }, actors: { type: 'string' }, 'expires-at': { type: 'string' } },
   'keys list': { ...CONFIG, org: { type: 'string' } },
   'keys revoke': { ...CONFIG, org: { type: 'string' } },
 };
@@ -56,6 +56,7 @@ function inputOf(command: Exclude<AdminCommand, 'keys rotate-signing'>, text: (n
         name: text('name'),
         scopes: list(text('scopes')),
         allowedCidrs: text('allowed-cidrs') === undefined ? undefined : list(text('allowed-cidrs')),
+        allowedActors: text('actors') === undefined ? undefined : list(text('actors')),
         expiresAt: text('expires-at'),
       };
     case 'keys list':

@@ -50,6 +50,7 @@ const INPUTS = {
       name: z.string({ message: '--name is required' }).min(1, { message: '--name is required' }),
       scopes: z.array(Scope).min(1, { message: '--scopes is required: at least one resource:action scope' }),
       allowedCidrs: z.array(Cidr).optional(),
+      allowedActors: CreateApiKeyRequest.shape.allowed_actors,
       expiresAt: CreateApiKeyRequest.shape.expires_at,
     })
     .strict(),
@@ -99,6 +100,7 @@ const OPERATIONS: Operations = {
         name: input.name,
         scopes: input.scopes,
         allowedCidrs: input.allowedCidrs,
+        allowedActors: input.allowedActors,
         expiresAt,
         createdBy: 'cli',
       },

@@ -5,6 +5,7 @@
  * admins hold). With `deployment: hosted` none of them is registered, so they answer 404 exactly
  * as an unknown path does.
  *
+ * An API key creating an escalation for an agent it may not speak for is 403 (api-keys/actors.ts).
  * Another organization's escalation is 404; the requester voting is 403; a vote on a final
  * escalation, or a second vote by the same identity (any credential of the same person), is 409. A change that cannot be recorded
  * in the audit log does not happen: 503 `audit_unavailable`.
@@ -26,6 +27,7 @@ import {
   RespondRequest,
   RespondResponse,
 } from '../../shared/wire/escalations.js';
+import { assertMaySpeakFor } from '../api-keys/actors.js';
 import { AuditPayloadError } from '../audit/chain.js';
 import { identityOf } from '../auth/identity.js';
 import type { Principal } from '../auth/principal.js';
@@ -108,6 +110,7 @@ export function escalationRoutes(app: FastifyInstance, deps: EscalationRouteDeps
         async () => {
           const principal = request.principal as Principal;
           const body = request.body;
+          assertMaySpeakFor(principal, body.agentId);
           const defaultTimeout = deps.config.escalations.default_timeout_ms;
           let escalation: Escalation;
           try {

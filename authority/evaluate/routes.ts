@@ -2,12 +2,15 @@
  * `POST /v1/evaluate`, `/v1-evaluate` and `/functions/v1/v1-evaluate` (scope evaluate:write; the
  * evaluate rate-limit bucket, 429 `unavailable` with retry_after_ms). The body is the wire form,
  * the agent helper form or the SDK's legacy names (shared/wire/evaluate.ts);
- * `?include=constraint_trace` adds the rule-by-rule trace (constraint-trace.ts).
+ * `?include=constraint_trace` adds the rule-by-rule trace (constraint-trace.ts). An API key asking
+ * as an actor it may not speak for is refused (403) before anything is decided (api-keys/actors.ts).
  */
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { EvaluateQuery, EvaluateResponse } from '../../shared/wire/evaluate.js';
+import { assertMaySpeakFor } from '../api-keys/actors.js';
+import type { Principal } from '../auth/principal.js';
 import { EVALUATE_LIMIT } from '../http/route-access.js';
 import { constraintTraceOf } from './constraint-trace.js';
 import type { EvaluateDeps } from './evaluate.js';
@@ -27,7 +30,9 @@ export function evaluateRoutes(app: FastifyInstance, deps: EvaluateDeps): void {
       },
       async (request) => {
         const traced = request.query.include.has('constraint_trace');
-        const response = await evaluateInSpan(deps, request, evaluationOf(request.body, traced));
+        const evaluation = evaluationOf(request.body, traced);
+        assertMaySpeakFor(request.principal as Principal, evaluation.actor_id);
+        const response = await evaluateInSpan(deps, request, evaluation);
         return traced ? Object.assign({}, response, { constraint_trace: constraintTraceOf(response) }) : response;
       },
     );

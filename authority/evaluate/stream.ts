@@ -5,8 +5,9 @@
  * evaluate core as `POST /v1/evaluate` (in-request.ts), so the decision, its permit and its audit
  * record are made exactly as there.
  *
- * Everything refused before the stream starts (credential, scope, rate limit, a malformed body)
- * is an ordinary error envelope with its status. Once it has started (200, `text/event-stream`):
+ * Everything refused before the stream starts (credential, scope, rate limit, a malformed body, an
+ * actor the API key may not speak for) is an ordinary error envelope with its status. Once it has
+ * started (200, `text/event-stream`):
  *
  *   event: progress   data: {"stage":"evaluating","request_id":…}
  *   event: decision   data: {"permitted":…,"decision":…,"decision_id":…,"is_final":true,"evaluation":{…}}
@@ -25,6 +26,8 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { errorEnvelope } from '../../shared/errors.js';
 import type { EvaluateResponse } from '../../shared/wire/evaluate.js';
+import { assertMaySpeakFor } from '../api-keys/actors.js';
+import type { Principal } from '../auth/principal.js';
 import { toCountersignError } from '../http/errors.js';
 import { EVALUATE_LIMIT } from '../http/route-access.js';
 import type { EvaluateDeps } from './evaluate.js';
@@ -66,8 +69,10 @@ export function evaluateStreamRoutes(app: FastifyInstance, deps: EvaluateDeps): 
         schema: { body: z.record(z.string(), z.unknown()) },
       },
       async (request, reply) => {
-        // Before the stream starts: a malformed body is the caller's 400 in the envelope.
+        // Before the stream starts: a malformed body is the caller's 400 in the envelope, an actor
+        // the key may not speak for its 403.
         const evaluation = evaluationOf(request.body, false);
+        assertMaySpeakFor(request.principal as Principal, evaluation.actor_id);
         const events = new PassThrough();
         // A caller that hung up leaves nothing to write to; the evaluation still completes and is recorded.
         events.on('error', () => undefined);

@@ -8,6 +8,7 @@
 import { z } from 'zod';
 import { ERROR_CATALOGUE, type ErrorCode } from '../../shared/errors.js';
 import { ErrorEnvelope } from '../../shared/wire/envelope.js';
+import { ACTOR_NOT_ALLOWED_REASON } from '../api-keys/actors.js';
 
 /** The error statuses the document describes, with their component names. */
 export const ERROR_RESPONSES = {
@@ -36,6 +37,9 @@ const WHEN: Record<ErrorStatus, string> = {
   500: 'An unexpected error; the message never carries internals. Quote `request_id` when reporting it.',
   503: 'A dependency needed to answer (database, shared store, identity provider keys, audit log) is not reachable, or the authority is shutting down. Retry after `Retry-After` seconds.',
 };
+
+/** The 403 of an operation that asks for a decision as an actor: the usual causes, and the key's actors. */
+export const ACTOR_FORBIDDEN = `${WHEN[403]} Also 403 \`forbidden\` with \`reason: "${ACTOR_NOT_ALLOWED_REASON}"\` when an API key asks as an actor its \`allowed_actors\` do not match; nothing is decided or recorded.`;
 
 /** Codes only the proxy answers with (the catalogue is shared); the authority never sends them. */
 export const PROXY_ONLY_CODES: ReadonlySet<ErrorCode> = new Set(['permit_required', 'permit_rejected', 'upstream_unavailable', 'gate_unavailable']);

@@ -156,7 +156,7 @@ function finishOperation(method: string, operation: Json, doc: OperationDoc | un
   }
   const exceeded = (operation['x-rate-limit'] as RateLimitPolicy | undefined)?.exceeded === 'unavailable';
   for (const status of errorStatusesOf(method, operation, doc)) {
-    const particular = doc?.errors?.[status as 404 | 409 | 503];
+    const particular = doc?.errors?.[status as 403 | 404 | 409 | 503];
     const own = responses[String(status)];
     if (own !== undefined) {
       // A route's own schema for an error status (readyz's 503) describes a body of its own.

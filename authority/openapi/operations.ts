@@ -14,6 +14,7 @@ import { EvaluateAgentRequest, EvaluateLegacyRequest, EvaluateWireRequest } from
 import { HealthResponse, ReadinessResponse } from '../../shared/wire/health.js';
 import { PermitProofResponse } from '../../shared/wire/permits.js';
 import { AUTHZEN_OPERATIONS } from './authzen-operations.js';
+import { ACTOR_FORBIDDEN } from './components.js';
 import { SDK_OPERATIONS } from './sdk-operations.js';
 
 export const TAGS = {
@@ -62,7 +63,7 @@ export interface OperationDoc {
   /** The meaning of the success answer. */
   success: string;
   /** Error statuses particular to this operation, beyond those every guarded route can answer. */
-  errors?: Readonly<Partial<Record<404 | 409 | 503, string>>>;
+  errors?: Readonly<Partial<Record<403 | 404 | 409 | 503, string>>>;
   /** Document-only schemas for a route that validates its body by hand or has no response schema. */
   body?: z.ZodType;
   responses?: Readonly<Record<number, z.ZodType>>;
@@ -134,7 +135,7 @@ export const OPERATIONS: Readonly<Record<string, OperationDoc>> = {
     summary: 'Create an API key',
     tag: 'API keys',
     description:
-      'Creates a key in the caller\'s organization. A key gets only scopes its creator holds (403 otherwise); a key created by a key inherits the creator\'s address allowlist and expiry, narrowed by what the request asks. An `expires_at` that is not in the future is refused (400). The plaintext `secret` is in this answer only; only its hash is stored.',
+      'Creates a key in the caller\'s organization. A key gets only scopes its creator holds (403 otherwise); a key created by a key inherits the creator\'s address allowlist, allowed actors and expiry, narrowed by what the request asks (403 for anything wider). `allowed_actors` lists the actor ids the key may ask decisions for: exact ids, prefixes ending in `*` (`agent:*`), or `*` for any; without it the key speaks for any actor (or, made by a key, for its creator\'s). A key restricted to `agent:*` may give `agent:billing*` or `agent:x`, never `*` or `finance-bot`. An `expires_at` that is not in the future is refused (400). The plaintext `secret` is in this answer only; only its hash is stored.',
     success: 'The key and its secret, shown once.',
   },
   'GET /v1/api-keys': {
@@ -181,7 +182,7 @@ export const OPERATIONS: Readonly<Record<string, OperationDoc>> = {
     description:
       'Decides an action under the organization\'s policy: `allow` (with a signed, single-use `permit_token` bound to the facts), `deny`, `hold` (opens an approval request, `approval_request_id`) or `escalate` (opens an escalation, `escalation_id`). The body is the wire form (`action_type`, `actor_id`, `context`), the agent helper form (`actor`, `action`, `target`, `context`) or the SDK\'s legacy names (`action` and `agent` as strings, `context`; other keys such as its `api_key` are ignored). A repeated `request_id` returns the original decision; `shadow: true` decides without issuing a permit; `reuse_approvals: true` makes a hold or escalate name the pending approval already opened for exactly this action by the same requester instead of opening another, and applies an approved, unused one as if named in `context.approvals`. `?include=constraint_trace` (the SDK\'s preflight) adds `constraint_trace`: every rule the policy considered, in order, whether it matched, and its condition (the request is then explained, as with `explain: true`). Every decision is in the audit log before the answer leaves (503 `audit_unavailable` otherwise, and nothing was decided).',
     success: 'The decision, its risk envelope and reasons, and a permit on allow.',
-    errors: { 409: 'The `request_id` was used for a different request or by another credential.' },
+    errors: { 403: ACTOR_FORBIDDEN, 409: 'The `request_id` was used for a different request or by another credential.' },
     body: z.union([EvaluateWireRequest, EvaluateAgentRequest, EvaluateLegacyRequest]),
   },
   'GET /v1/permit-keys': {
@@ -269,8 +270,9 @@ export const OPERATIONS: Readonly<Record<string, OperationDoc>> = {
     operationId: 'createEscalation',
     summary: 'Create an escalation',
     tag: 'Escalations',
-    description: 'Opens an escalation for an agent\'s proposed action, with its quorum, approver tiers and timeouts. One below the organization\'s auto-approve threshold is `auto_approved` at once.',
+    description: 'Opens an escalation for an agent\'s proposed action, with its quorum, approver tiers and timeouts. One below the organization\'s auto-approve threshold is `auto_approved` at once. An API key may open escalations only for agents its `allowed_actors` match.',
     success: 'The escalation.',
+    errors: { 403: ACTOR_FORBIDDEN },
   },
   'GET /v1/escalations': {
     operationId: 'listEscalations',

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ACTOR_FORBIDDEN } from './components.js';
 
 /**
  * The OpenAPI prose of the operations that exist for the @atlasent/sdk's calls: verify by id, the
@@ -27,7 +28,7 @@ export const SDK_OPERATIONS = {
     summary: 'Evaluate an action, answered as Server-Sent Events',
     tag: 'Evaluate',
     description: [
-      'The evaluation of `POST /v1/evaluate` (same body forms, same decision, permit, audit record and idempotency, same scope and `evaluate` rate-limit bucket), answered as a `text/event-stream` for the SDK\'s `protectStream`. Anything refused before the stream starts (credential, scope, rate limit, a malformed body) is an ordinary error envelope with its status.',
+      'The evaluation of `POST /v1/evaluate` (same body forms, same decision, permit, audit record and idempotency, same scope and `evaluate` rate-limit bucket), answered as a `text/event-stream` for the SDK\'s `protectStream`. Anything refused before the stream starts (credential, scope, rate limit, a malformed body, an actor the API key may not speak for) is an ordinary error envelope with its status.',
       '',
       'Once started (200), the stream carries, each as `event:` and one `data:` line of JSON:',
       '',
@@ -40,6 +41,7 @@ export const SDK_OPERATIONS = {
     ].join('\n'),
     success: 'The events of the evaluation (`text/event-stream`).',
     successMediaType: 'text/event-stream',
+    errors: { 403: ACTOR_FORBIDDEN },
     responses: { 200: z.string() },
   },
   'POST /v1/revoke-permit': {

@@ -84,6 +84,17 @@ export function badCidrs(lines: readonly string[]): string[] {
   });
 }
 
+/** One actor id or pattern per line (`agent:*`); blank lines and spaces around an entry are ignored. */
+export const actorLines = (text: string): string[] => allowlistLines(text);
+
+/**
+ * The actor patterns with a `*` anywhere but at the end, which the server refuses (a trailing `*`
+ * is a prefix; there is no other wildcard).
+ */
+export function badActorPatterns(lines: readonly string[]): string[] {
+  return lines.filter((line) => line.slice(0, -1).includes('*'));
+}
+
 /** One block per line; blank lines and spaces around a block are ignored. */
 export function allowlistLines(text: string): string[] {
   return text

@@ -29,6 +29,21 @@ export const Cidr = z
   .max(64)
   .refine((value) => parseCidr(value) !== null, { message: 'not a CIDR block such as 10.0.0.0/8 or 2001:db8::/32' });
 
+/** The longest actor id evaluate takes (`actor_id`); a pattern is no longer. */
+export const MAX_ACTOR_PATTERN = 256;
+
+/**
+ * An actor a key may speak for: an exact actor id (`finance-bot`), a prefix ending in `*`
+ * (`agent:*` matches every id that starts with `agent:`), or `*` alone (any actor). A `*` anywhere
+ * but at the end would read like a glob this product does not have, so it is refused.
+ */
+export const ActorPattern = z
+  .string()
+  .min(1)
+  .max(MAX_ACTOR_PATTERN)
+  .refine((value) => !value.slice(0, -1).includes('*'), { message: 'a * may only end an actor pattern, as in agent:*' })
+  .refine((value) => value.trim() === value, { message: 'an actor pattern has no leading or trailing spaces' });
+
 /**
  * Why `expiresAt` cannot be a new key's expiry at `nowMs`, or null. A key born expired could never
  * authenticate, so a date already past is a mistake (a past year, a local time read as UTC) and is
@@ -48,6 +63,13 @@ export const CreateApiKeyRequest = z
       .max(32)
       .refine((scopes) => new Set(scopes).size === scopes.length, { message: 'scopes must not repeat' }),
     allowed_cidrs: z.array(Cidr).min(1).max(100).optional(),
+    /** The actors the key may evaluate as; absent = any actor (or, for a key made by a key, the creator's). */
+    allowed_actors: z
+      .array(ActorPattern)
+      .min(1)
+      .max(100)
+      .refine((patterns) => new Set(patterns).size === patterns.length, { message: 'allowed_actors must not repeat' })
+      .optional(),
     expires_at: z.iso.datetime({ offset: true }).optional(),
   })
   .strict();
@@ -61,6 +83,8 @@ export const ApiKeyRecord = z.object({
   prefix: z.string(),
   scopes: z.array(z.string()),
   allowed_cidrs: z.array(z.string()).nullable(),
+  /** The actor ids or patterns (`agent:*`) the key may speak for; null = any actor. */
+  allowed_actors: z.array(z.string()).nullable(),
   created_by: z.string(),
   /** The identity the key acts for: `user:<sub>`, or its root key's `api_key:<id>`. */
   owner: z.string(),
@@ -85,4 +109,6 @@ export const ApiKeySelfResponse = z.object({
   key_id: z.string(),
   organization_id: z.string(),
   scopes: z.array(z.string()),
+  /** The actor ids or patterns the key may speak for; null = any actor. */
+  allowed_actors: z.array(z.string()).nullable(),
 });

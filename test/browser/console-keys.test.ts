@@ -2,10 +2,10 @@
  * The console's API keys page in a real browser (Debian's Chromium, driven by playwright-core),
  * against a real authority and a real OpenID provider on loopback, signed in as ada, an admin:
  *
- * - the page lists the organization's keys with their scopes, allowlist and status in words;
+ * - the page lists the organization's keys with their scopes, allowlist, allowed actors and status in words;
  * - creating a key shows its secret once, with a copy button; the secret works against the API;
  *   after "Done", and after a reload, it is nowhere in the page (nor in the browser's storage);
- * - "Rotate" fills the form with the old key's scopes and allowlist;
+ * - "Rotate" fills the form with the old key's scopes, allowlist and allowed actors;
  * - revoking asks first, inline; cancelling keeps the key; a refusal shows the server's message;
  *   once revoked, the API refuses the key (401);
  * - an approver, who lacks keys:write, is told which permission is missing and sees nothing else;
@@ -24,9 +24,9 @@ import { checkPage, screenshot, sessionOf, signIn, withConsole, type Setup } fro
 const keyRow = (tested: TestPage, id: string) => tested.page.locator(`[data-testid="key-row"][data-id="${id}"]`);
 
 /** The key a secret belongs to, as the API sees it: 200 with its id and scopes, or 401 once revoked. */
-async function self(setup: Setup, secret: string): Promise<{ status: number; body: { key_id?: string; scopes?: string[] } }> {
+async function self(setup: Setup, secret: string): Promise<{ status: number; body: { key_id?: string; scopes?: string[]; allowed_actors?: string[] | null } }> {
   const response = await request(`${setup.h.authorityUrl}/v1/api-key-self`, { headers: { authorization: `Bearer ${secret}` } });
-  return { status: response.statusCode, body: (await response.body.json()) as { key_id?: string; scopes?: string[] } };
+  return { status: response.statusCode, body: (await response.body.json()) as { key_id?: string; scopes?: string[]; allowed_actors?: string[] | null } };
 }
 
 /** Creates a key through the API with the organization's admin key; returns its id and secret. */
@@ -82,7 +82,7 @@ if (!chromiumPath()) {
         async (setup) => {
           const { h } = setup;
           const browser = await launchBrowser(t);
-          const agent = await apiKey(setup, { name: 'payments agent', scopes: ['evaluate:write', 'verify:execute'], allowed_cidrs: ['10.0.0.0/8'] });
+          const agent = await apiKey(setup, { name: 'payments agent', scopes: ['evaluate:write', 'verify:execute'], allowed_cidrs: ['10.0.0.0/8'], allowed_actors: ['agent:*'] });
 
           // The list.
           const admin = await newPage(browser);
@@ -97,6 +97,7 @@ if (!chromiumPath()) {
           t.match(agentText, /evaluate:write/, 'its scopes');
           t.match(agentText, /verify:execute/);
           t.match(agentText, /10\.0\.0\.0\/8/, 'its allowlist');
+          t.match(agentText, /Speaks foragent:\*/, 'the actors it may speak for');
           t.match(agentText, new RegExp(agent.secret.slice(0, 12)), 'its display prefix');
           t.equal(await agentRow.getByTestId('key-status').textContent(), 'Active', 'its status, in words');
           t.notMatch(agentText, agent.secret, 'never its secret');
@@ -116,6 +117,10 @@ if (!chromiumPath()) {
           await admin.page.getByLabel('evaluate:write').check();
           await admin.page.getByLabel('verify:execute').check();
           await admin.page.getByTestId('key-allowlist').fill('127.0.0.0/8\n::1/128');
+          await admin.page.getByTestId('key-actors').fill('ci*bot');
+          await admin.page.getByTestId('create-key').click();
+          t.match(await admin.page.getByTestId('create-error').textContent(), /may only end an actor pattern/, 'a * inside an actor pattern is refused');
+          await admin.page.getByTestId('key-actors').fill('ci-bot\n deploy:* ');
           const expiryDate = dateIn(30);
           await admin.page.getByTestId('key-expiry').fill(expiryDate);
           await admin.page.getByTestId('create-key').click();
@@ -127,6 +132,7 @@ if (!chromiumPath()) {
           const works = await self(setup, secret);
           t.equal(works.status, 200, 'the secret works');
           t.same([...(works.body.scopes ?? [])].sort(), ['evaluate:write', 'verify:execute'], 'with the scopes chosen');
+          t.same(works.body.allowed_actors, ['ci-bot', 'deploy:*'], 'and the actors given, one per line');
           const ciId = works.body.key_id as string;
           const ciRow = keyRow(admin, ciId);
           await ciRow.waitFor();
@@ -160,6 +166,7 @@ if (!chromiumPath()) {
           t.ok(await admin.page.getByLabel('verify:execute').isChecked());
           t.notOk(await admin.page.getByLabel('audit:read').isChecked(), 'and no other');
           t.equal(await admin.page.getByTestId('key-allowlist').inputValue(), '10.0.0.0/8', 'and its allowlist');
+          t.equal(await admin.page.getByTestId('key-actors').inputValue(), 'agent:*', 'and its allowed actors');
           t.match(await admin.page.getByTestId('rotation-steps').textContent(), /same scopes[\s\S]*Deploy[\s\S]*Revoke the old key once the new one works/, 'the rotation steps are on the page');
 
           // Revoke asks first; cancelling keeps the key.

@@ -149,6 +149,13 @@ for (const backend of dbBackends()) {
     const revoked = await run('keys', 'revoke', created.api_key.id, '--org', 'acme');
     t.ok(revoked.api_key.revoked_at);
 
+    const agents = await run('keys', 'create', '--org', 'acme', '--name', 'mcp-gate', '--scopes', 'evaluate:write', '--actors', 'agent:*, ci-bot');
+    t.same(agents.api_key.allowed_actors, ['agent:*', 'ci-bot'], '--actors restricts the actors the key may speak for');
+    t.equal(created.api_key.allowed_actors, null, 'without --actors a key speaks for any actor');
+    const stored = (await run('keys', 'list', '--org', 'acme')).api_keys.find((key: { id: string }) => key.id === agents.api_key.id);
+    t.same(stored.allowed_actors, ['agent:*', 'ci-bot'], 'keys list shows what was stored');
+    await t.rejects(run('keys', 'create', '--org', 'acme', '--name', 'x', '--scopes', 'evaluate:write', '--actors', 'age*nt'), { code: 'USAGE', message: /may only end an actor pattern/ }, 'a * inside a pattern is refused');
+
     await t.rejects(run('keys', 'create', '--org', 'acme', '--name', 'x', '--scopes', 'evaluate'), { code: 'USAGE', message: /resource:action/ }, 'a bare scope is refused');
     await t.rejects(run('keys', 'create', '--org', 'nope', '--name', 'x', '--scopes', 'audit:read'), /no organization "nope"/);
     await t.rejects(run('orgs', 'create', '--name', 'Bad Name'), { code: 'USAGE' });

@@ -142,7 +142,7 @@ t.test('429 on evaluate and verify-permit routes is "unavailable" with retry_aft
   const app = Fastify();
   installErrorHandling(app);
   installGuard(app, {
-    authenticate: async () => ({ kind: 'api_key', org, keyId: 'k', scopes: [], permissions: new Set(['evaluate:write', 'verify:execute']), credential: 'api_key:k' }) as Principal,
+    authenticate: async () => ({ kind: 'api_key', org, keyId: 'k', scopes: [], allowedActors: null, permissions: new Set(['evaluate:write', 'verify:execute']), credential: 'api_key:k' }) as Principal,
     limiter: new RateLimiter(opened.store, config.rate_limits, clock),
     metrics: createAuthorityMetrics(),
   });

@@ -67,7 +67,7 @@ const queryString = fc.array(fc.tuple(queryName, queryValue), { maxLength: 4 }).
 const body = fc.oneof(
   hostileBody,
   fc.jsonValue().map((value) => JSON.stringify(value)),
-  fc.record({ name: fc.jsonValue(), scopes: fc.array(fc.oneof(fc.constantFrom(...SCOPES), fc.string(), fc.jsonValue())), allowed_cidrs: fc.jsonValue(), expires_at: fc.oneof(fc.string(), fc.date({ noInvalidDate: true }).map((d) => d.toISOString())) }, { requiredKeys: [] }).map((value) => JSON.stringify(value)),
+  fc.record({ name: fc.jsonValue(), scopes: fc.array(fc.oneof(fc.constantFrom(...SCOPES), fc.string(), fc.jsonValue())), allowed_cidrs: fc.jsonValue(), allowed_actors: fc.oneof(fc.array(fc.string()), fc.jsonValue()), expires_at: fc.oneof(fc.string(), fc.date({ noInvalidDate: true }).map((d) => d.toISOString())) }, { requiredKeys: [] }).map((value) => JSON.stringify(value)),
   fc
     .record(
       {

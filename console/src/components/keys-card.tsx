@@ -1,6 +1,6 @@
 /**
- * One API key: what it may do and from where, who made it and for whom it acts, when it was
- * last used, and its status in words. An active key offers "Rotate" (a new key like it) and
+ * One API key: what it may do, from where and for which actors, who made it and for whom it
+ * acts, when it was last used, and its status in words. An active key offers "Rotate" (a new key like it) and
  * "Revoke", which asks first, inline; a refusal shows the server's message (a narrower
  * credential cannot revoke a wider key).
  */
@@ -82,6 +82,19 @@ export function KeyCard({ apiKey: key, session, nowMs, onRotate, onRevoked }: Pr
               {key.allowed_cidrs.map((cidr) => (
                 <li key={cidr}>
                   <code>{cidr}</code>
+                </li>
+              ))}
+            </ul>
+          )}
+        </Row>
+        <Row label="Speaks for">
+          {key.allowed_actors === null ? (
+            'Any actor'
+          ) : (
+            <ul class="codes" data-testid="key-allowed-actors">
+              {key.allowed_actors.map((pattern) => (
+                <li key={pattern}>
+                  <code>{pattern}</code>
                 </li>
               ))}
             </ul>

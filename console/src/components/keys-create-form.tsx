@@ -1,25 +1,28 @@
 /**
  * Creating a key: a name, the scopes (only those the creator holds are offered), an optional
- * address allowlist and an optional expiry. The server narrows and refuses (a key is never
- * wider than its creator); the form only keeps people from asking for what they cannot have, and shows the
- * server's message when it refuses anyway (an allowlist outside the creating key's, say).
+ * address allowlist, optional allowed actors and an optional expiry. The server narrows and
+ * refuses (a key is never wider than its creator); the form only keeps people from asking for
+ * what they cannot have, and shows the server's message when it refuses anyway (an allowlist or
+ * actors outside the creating key's, say).
  */
 import { useState } from 'preact/hooks';
 import { ApiError, type SignedInSession } from '../api';
-import { allowlistLines, badCidrs, createKey, endOfDay, scopeHint, todayLocal, type CreatedKey } from '../keys-api';
+import { actorLines, allowlistLines, badActorPatterns, badCidrs, createKey, endOfDay, scopeHint, todayLocal, type CreatedKey } from '../keys-api';
 
-/** What the form starts with: empty, or the key being rotated's name, scopes and allowlist. */
+/** What the form starts with: empty, or the key being rotated's name, scopes, allowlist and actors. */
 export interface KeyDraft {
   name: string;
   scopes: readonly string[];
   allowlist: string;
+  /** Allowed actors, one per line. */
+  actors: string;
   /** The name of the key this one is to replace. */
   replaces: string | null;
   /** Scopes of that key the creator cannot give. */
   withheld: readonly string[];
 }
 
-export const EMPTY_DRAFT: KeyDraft = { name: '', scopes: [], allowlist: '', replaces: null, withheld: [] };
+export const EMPTY_DRAFT: KeyDraft = { name: '', scopes: [], allowlist: '', actors: '', replaces: null, withheld: [] };
 
 interface Props {
   session: SignedInSession;
@@ -35,6 +38,7 @@ export function KeyCreateForm({ session, draft, onCreated }: Props) {
   const [name, setName] = useState(draft.name);
   const [scopes, setScopes] = useState<ReadonlySet<string>>(() => new Set(draft.scopes.filter((scope) => grantable.includes(scope))));
   const [allowlist, setAllowlist] = useState(draft.allowlist);
+  const [actors, setActors] = useState(draft.actors);
   const [expiry, setExpiry] = useState('');
   const [sending, setSending] = useState(false);
   const [problem, setProblem] = useState<string | null>(null);
@@ -56,11 +60,14 @@ export function KeyCreateForm({ session, draft, onCreated }: Props) {
     const trimmed = name.trim();
     const blocks = allowlistLines(allowlist);
     const bad = badCidrs(blocks);
+    const patterns = actorLines(actors);
+    const badPatterns = badActorPatterns(patterns);
     const expiresAt = expiry === '' ? null : endOfDay(expiry);
     let refusal: string | null = null;
     if (trimmed === '') refusal = 'Give the key a name, so people can tell what it is for.';
     else if (scopes.size === 0) refusal = 'Choose at least one scope.';
     else if (bad.length > 0) refusal = `Not a CIDR block (such as 10.0.0.0/8 or 2001:db8::/32): ${bad.join(', ')}.`;
+    else if (badPatterns.length > 0) refusal = `A * may only end an actor pattern (such as agent:*): ${badPatterns.join(', ')}.`;
     else if (expiry !== '' && (expiresAt === null || expiry < today)) refusal = 'The expiry date must be today or later.';
     if (refusal !== null) {
       setProblem(refusal);
@@ -75,6 +82,7 @@ export function KeyCreateForm({ session, draft, onCreated }: Props) {
         name: trimmed,
         scopes: chosen,
         ...(blocks.length > 0 ? { allowed_cidrs: blocks } : {}),
+        ...(patterns.length > 0 ? { allowed_actors: patterns } : {}),
         ...(expiresAt !== null ? { expires_at: expiresAt } : {}),
       });
       onCreated(created, draft.replaces);
@@ -156,6 +164,24 @@ export function KeyCreateForm({ session, draft, onCreated }: Props) {
         value={allowlist}
         onInput={(event) => setAllowlist(event.currentTarget.value)}
         data-testid="key-allowlist"
+      />
+      <label for="key-actors">Allowed actors (optional)</label>
+      <p class="hint" id="key-actors-hint">
+        The actor ids the key may ask decisions for, one per line: an exact id such as <code>finance-bot</code>, or a prefix ending in{' '}
+        <code>*</code> such as <code>agent:*</code>. Any other actor is refused. Give an agent’s key only its agents, so it cannot speak for a
+        person. Leave empty for any actor
+        {asKey ? ' your session’s key may speak for (a key made by a key keeps within its actors)' : ''}.
+      </p>
+      <textarea
+        id="key-actors"
+        name="allowed_actors"
+        rows={2}
+        autoComplete="off"
+        spellcheck={false}
+        aria-describedby="key-actors-hint"
+        value={actors}
+        onInput={(event) => setActors(event.currentTarget.value)}
+        data-testid="key-actors"
       />
       <label for="key-expiry">Expires (optional)</label>
       <p class="hint" id="key-expiry-hint">

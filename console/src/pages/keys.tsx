@@ -113,6 +113,7 @@ export function KeysPage({ session }: { session: SignedInSession }) {
       name: rotatedName(key.name, Date.now()),
       scopes: key.scopes,
       allowlist: (key.allowed_cidrs ?? []).join('\n'),
+      actors: (key.allowed_actors ?? []).join('\n'),
       replaces: key.name,
       withheld: key.scopes.filter((scope) => !session.permissions.includes(scope)),
     });
@@ -143,7 +144,7 @@ export function KeysPage({ session }: { session: SignedInSession }) {
       {heading}
       <p>
         Keys let services and agents of {session.organization.name} call the API. Each holds the scopes it was created with, may be limited to
-        some addresses and may expire.
+        some addresses and to the actors it may speak for, and may expire.
       </p>
       {created !== null && <KeySecretPanel created={created.key} replaces={created.replaces} onDone={() => setCreated(null)} />}
       {outcome !== null && (
@@ -194,7 +195,7 @@ export function KeysPage({ session }: { session: SignedInSession }) {
         <p class="notice" data-testid="narrowing-note">
           A new key can be no wider than you, its creator: it can hold only scopes you hold
           {session.method === 'api_key'
-            ? ', and, since you are signed in with an API key, only addresses within that key’s allowlist and no expiry later than its own (it inherits them when you leave them empty)'
+            ? ', and, since you are signed in with an API key, only addresses within that key’s allowlist, only actors it may speak for, and no expiry later than its own (it inherits them when you leave them empty)'
             : ''}
           . The server refuses anything wider.
         </p>
@@ -205,7 +206,7 @@ export function KeysPage({ session }: { session: SignedInSession }) {
         <p>A key’s secret cannot be shown again or changed. To replace a key (its secret was lost or exposed, or it is simply time), rotate it:</p>
         <ol class="rotation-steps" data-testid="rotation-steps">
           <li>
-            <strong>Create a new key with the same scopes as the old one.</strong> “Rotate” on a key fills in the form with its scopes and allowlist.
+            <strong>Create a new key with the same scopes as the old one.</strong> “Rotate” on a key fills in the form with its scopes, allowlist and allowed actors.
           </li>
           <li>
             <strong>Deploy the new key to the consuming service</strong>, in place of the old one.
