@@ -108,12 +108,13 @@ for (const backend of appBackends()) {
       const written = await stored();
       t.ok(written.approval && written.escalation, 'evaluate stored the facts');
 
-      // The schema as it was before: no column for the facts (nor their hash), and the migrations not yet applied.
+      // The schema as it was before: no column for the facts (nor their hash), and the migrations since not yet applied.
       await db.exec(`ALTER TABLE approval_requests DROP COLUMN bound_facts, DROP COLUMN bound_facts_hash;
         ALTER TABLE escalations DROP CONSTRAINT escalations_bound_facts_with_binding;
         ALTER TABLE escalations DROP COLUMN bound_facts, DROP COLUMN bound_facts_hash;
-        DELETE FROM schema_migrations WHERE version IN (16, 17);`);
-      t.same((await migrate(db)).applied, ['0016_approval_bound_facts', '0017_approval_reuse'], 'the migrations run on the existing rows');
+        ALTER TABLE api_keys DROP COLUMN allowed_actors;
+        DELETE FROM schema_migrations WHERE version >= 16;`);
+      t.same((await migrate(db)).applied, ['0016_approval_bound_facts', '0017_approval_reuse', '0018_api_key_allowed_actors'], 'the migrations run on the existing rows');
       t.same(await stored(), written, 'and gives them the facts evaluate would have stored, from their evaluation.decided events');
       t.equal(written.manual, null, 'an escalation created through the API stays bound to nothing');
 
