@@ -87,7 +87,7 @@ export const COMMANDS: readonly CommandEntry[] = [
       { command: 'countersign start --upstream http://127.0.0.1:3000 --proxy-config my-proxy.yaml', comment: 'the proxy in front of your own application, with your routes' },
     ],
     notes: [
-      "The proxy gets its own API key on first start, kept in <data dir>/proxy.key (mode 0600), one per database: after DATABASE_URL changes, that database's key goes to proxy-<time>.key beside it, and each database finds its own again. A key its database revoked stops the start with what to do.",
+      "The proxy gets its own API key on first start, kept in <data dir>/proxy.key (mode 0600), one per database: after DATABASE_URL changes, that database's key goes to proxy-<time>.key beside it, and each database finds its own again. A key its database revoked stops the start with what to do. The shipped MCP route decides for clients without permits with a second key, <data dir>/mcp-gate.key (scope evaluate:write, for the example policy's agents only), kept the same way.",
       "The routes of --proxy-config decide what needs a permit; the shipped example protects POST /echo/:id and refuses any other path. With --upstream, copy it (config/proxy.yaml in Countersign's folder, such as node_modules/countersign/) and add a route for each consequential endpoint of your application.",
       'Stop with Ctrl-C or SIGTERM (drains in-flight requests); SIGHUP reloads the proxy configuration.',
     ],

@@ -11,7 +11,8 @@
  * bootstrap key is: after DATABASE_URL changes, the new database's proxy key goes to
  * `proxy-<time>.key` beside it, and going back finds each one again. A key of this database that
  * was revoked or expired stops the start with what to do, rather than a proxy that never becomes
- * ready.
+ * ready. A second key, `<data dir>/mcp-gate.key` (per database likewise), is what the shipped MCP
+ * route's inline decisions evaluate with: scope evaluate:write, for the example policy's agents only.
  *
  * Without --config (and COUNTERSIGN_CONFIG) and --proxy-config it runs on the development
  * configuration and the example routes shipped in Countersign's own config/ folder, so that it
@@ -30,7 +31,7 @@ import { createApiKey, findApiKeyBySecret } from '../authority/api-keys/keys.js'
 import { loadAuthorityConfig } from '../authority/config.js';
 import { startAuthority } from '../authority/main.js';
 import { describeDatabase } from '../authority/orgs/bootstrap.js';
-import { keyFilesOf, PROXY_KEY_FILE, writeKeyFile } from '../authority/orgs/key-files.js';
+import { keyFilesOf, MCP_GATE_KEY_FILE, PROXY_KEY_FILE, writeKeyFile, type KeyFileName } from '../authority/orgs/key-files.js';
 import { findOrganization } from '../authority/orgs/organizations.js';
 import type { Db } from '../authority/store/db.js';
 import { packageRoot } from '../authority/store/migrate.js';
@@ -40,6 +41,7 @@ import { startProxy } from '../proxy/main.js';
 import { createLogger } from '../shared/logging.js';
 import { startTelemetry } from '../shared/telemetry/index.js';
 import { UsageError } from '../shared/usage-error.js';
+import type { Scope } from '../shared/wire/scopes.js';
 import { startDemoUpstream, type DemoUpstream } from './demo-upstream.js';
 
 /** A configuration shipped in Countersign's config/ folder, wherever the package is installed. */
@@ -64,34 +66,59 @@ function unusableReason(found: NonNullable<Awaited<ReturnType<typeof keyOfThisDa
   return undefined;
 }
 
+/** A key `countersign start` makes once per database and keeps in a file of the data directory. */
+interface StartKey {
+  file: KeyFileName;
+  /** What it is, in messages: "the proxy's API key". */
+  what: string;
+  name: string;
+  scopes: Scope[];
+  allowedActors?: string[];
+}
+
+/** The proxy's own key: it reads permit keys and revocations, and records verifications. */
+const PROXY_KEY: StartKey = { file: PROXY_KEY_FILE, what: "the proxy's API key", name: 'proxy (countersign start)', scopes: ['verify:execute'] };
+
 /**
- * The proxy's key file for this database, made once for organization `default` (or the one
+ * The key the shipped MCP route's inline decisions evaluate with: it speaks only for the example
+ * policy's agents, so a caller naming any other actor gets no decision (docs/mcp.md).
+ */
+const MCP_GATE_KEY: StartKey = {
+  file: MCP_GATE_KEY_FILE,
+  what: "the MCP gate's API key",
+  name: 'MCP gate (countersign start)',
+  scopes: ['evaluate:write'],
+  allowedActors: ['support-agent', 'ops-agent'],
+};
+
+/**
+ * The key file of `spec` for this database, made once for organization `default` (or the one
  * named). Each database has its own (key-files.ts): `proxy.key` for the first, `proxy-<time>.key`
  * for others, each file's first line the key and the next the database it belongs to. The file
  * whose key this database knows is this database's; a key only another database knows is left
  * where it is, for when that database is used again.
  */
-async function provisionProxyKey(db: Db, dataDir: string, organization: string, logger: Logger): Promise<{ orgId: string; file: string }> {
+async function provisionKey(db: Db, dataDir: string, organization: string, logger: Logger, spec: StartKey): Promise<{ orgId: string; file: string }> {
   const org = await findOrganization(db, organization);
   if (!org) throw new Error(`organization "${organization}" does not exist`);
-  const files = await keyFilesOf(dataDir, PROXY_KEY_FILE);
+  const files = await keyFilesOf(dataDir, spec.file);
   for (const file of files) {
     const found = await keyOfThisDatabase(db, file);
     if (!found) continue;
     const reason = unusableReason(found, org.id);
     if (reason) {
       throw new StaleProxyKeyError(
-        `the proxy's API key in ${file} does not authenticate here: ${reason}. The proxy would never become ready.\n` +
+        `${spec.what} in ${file} does not authenticate here: ${reason}. The proxy would never become ready.\n` +
           `Delete ${file} to have a new key issued on the next start.`,
       );
     }
     return { orgId: org.id, file };
   }
   const database = await describeDatabase(db, dataDir);
-  const { secret } = await createApiKey(db, { org, name: 'proxy (countersign start)', scopes: ['verify:execute'], createdBy: 'start' }, systemClock);
-  const { file } = await writeKeyFile(dataDir, PROXY_KEY_FILE, `${secret}\n# the proxy's API key for ${database}\n`, systemClock);
+  const { secret } = await createApiKey(db, { org, name: spec.name, scopes: spec.scopes, allowedActors: spec.allowedActors, createdBy: 'start' }, systemClock);
+  const { file } = await writeKeyFile(dataDir, spec.file, `${secret}\n# ${spec.what} for ${database}\n`, systemClock);
   if (files.length > 0) {
-    logger.info({ file, kept: files, database }, `the proxy's key for this database (${database}) is in ${file}; ${files.join(', ')} ${files.length === 1 ? 'holds the key' : 'hold the keys'} of another database, kept for when it is used again`);
+    logger.info({ file, kept: files, database }, `${spec.what} for this database (${database}) is in ${file}; ${files.join(', ')} ${files.length === 1 ? 'holds the key' : 'hold the keys'} of another database, kept for when it is used again`);
   }
   return { orgId: org.id, file };
 }
@@ -152,7 +179,8 @@ export async function runStart(args: string[]): Promise<void> {
     const upstream = { url: external ?? (demo as DemoUpstream).url, close: async () => demo?.close() };
     // Beside the database it belongs to, whatever proxy.yaml says: a key from another data
     // directory, or another database, would not authenticate here.
-    const { orgId, file: keyFile } = await provisionProxyKey(authority.db, config.data_dir, values.organization as string, logger);
+    const { orgId, file: keyFile } = await provisionKey(authority.db, config.data_dir, values.organization as string, logger, PROXY_KEY);
+    const { file: mcpKeyFile } = await provisionKey(authority.db, config.data_dir, values.organization as string, logger, MCP_GATE_KEY);
     const proxy = await startProxy(proxyFile, {
       logger: root.child({ name: 'proxy' }),
       store: authority.store,
@@ -162,6 +190,7 @@ export async function runStart(args: string[]): Promise<void> {
         COUNTERSIGN_PROXY_AUTHORITY_URL: authority.apiUrl,
         COUNTERSIGN_PROXY_UPSTREAM: upstream.url,
         COUNTERSIGN_PROXY_API_KEY_FILE: keyFile,
+        COUNTERSIGN_PROXY_MCP_API_KEY_FILE: mcpKeyFile,
       },
     });
     logger.info(

@@ -293,8 +293,20 @@ export async function loadProxyConfig(file: string, env: NodeJS.ProcessEnv = pro
     delete authority.api_key;
   }
   if (Object.keys(authority).length > 0) merged.authority = authority;
+  const inlineKeyFile = env.COUNTERSIGN_PROXY_MCP_API_KEY_FILE;
+  if (inlineKeyFile !== undefined && inlineKeyFile !== '') merged.routes = withInlineKeyFile(merged.routes, inlineKeyFile);
   merged.store = storeSettingsWithEnv(merged.store, env);
   return parseProxyConfig(merged, file);
+}
+
+/** `routes` with `file` as the key of every MCP route's inline decisions (in place of its api_key_file or api_key). */
+function withInlineKeyFile(routes: unknown, file: string): unknown {
+  if (!Array.isArray(routes)) return routes;
+  return routes.map((route: unknown) => {
+    if (!isPlainObject(route) || !isPlainObject(route.mcp) || !isPlainObject(route.mcp.inline)) return route;
+    const { api_key: _inlineKey, ...inline } = route.mcp.inline;
+    return { ...route, mcp: { ...route.mcp, inline: { ...inline, api_key_file: file } } };
+  });
 }
 
 /** The proxy's API key (api-key-source.ts). */

@@ -24,6 +24,8 @@ export interface KeyFileName {
 
 export const BOOTSTRAP_FILE: KeyFileName = { base: 'bootstrap', ext: '.json' };
 export const PROXY_KEY_FILE: KeyFileName = { base: 'proxy', ext: '.key' };
+/** The key an MCP route's inline decisions evaluate with, under `countersign start`. */
+export const MCP_GATE_KEY_FILE: KeyFileName = { base: 'mcp-gate', ext: '.key' };
 
 /** Writes `body` to `file` (mode 0600) unless it exists; false when it does. */
 async function writeNew(file: string, body: string): Promise<boolean> {

@@ -1,10 +1,13 @@
 /**
  * docs/mcp.md's "Five minutes with an agent", as a reader runs it: `countersign start` in an empty
- * folder (the shipped configuration: the demo upstream's MCP server behind the MCP route), then the
- * page's own `agent.mjs`, taken from the page, run with Node in that folder with the MCP SDK
- * installed there (`node_modules` linked, as `npm install @modelcontextprotocol/sdk` would leave
- * it). Its output must be the page's, line by line (`…` stands for what changes from run to run),
- * and the MCP server must have run exactly the calls the page says ran. Runs the compiled CLI.
+ * folder (the shipped configuration: the demo upstream's MCP server behind the MCP route, decided
+ * inline for clients without permits), then the page's own `agent.mjs`, taken from the page, run
+ * with Node in that folder with the MCP SDK installed there (`node_modules` linked, as `npm install
+ * @modelcontextprotocol/sdk` would leave it). Its output must be the page's, line by line (`…`
+ * stands for what changes from run to run). The held refund is approved with the bootstrap key, as
+ * the page does in the console, then `node agent.mjs again` must print the page's second output,
+ * and a third run must be held again. The gate's own counters must show exactly the calls the page
+ * says ran. Runs the compiled CLI.
  *
  * @example
  *   npx tap --disable-coverage dist/test/e2e/mcp-walkthrough.test.js
@@ -25,15 +28,15 @@ function fences(markdown: string): Array<{ language: string; text: string }> {
   return [...markdown.matchAll(/^```(\w*)\n([\s\S]*?)^```$/gm)].map((match) => ({ language: match[1]!, text: match[2]! }));
 }
 
-/** The walkthrough's script (the `js` block that starts `// agent.mjs`) and the output the page shows for it. */
-async function walkthrough(): Promise<{ script: string; expected: string[] }> {
+/** The walkthrough's script (the `js` block that starts `// agent.mjs`) and the outputs the page shows for its two runs. */
+async function walkthrough(): Promise<{ script: string; first: string[]; again: string[] }> {
   const page = await readFile(repoPath('docs', 'mcp.md'), 'utf8');
   const section = page.slice(page.indexOf('## Five minutes with an agent'), page.indexOf('## Configuration'));
   const blocks = fences(section);
   const script = blocks.find((block) => block.language === 'js' && block.text.startsWith('// agent.mjs'));
-  const output = blocks.find((block) => block.language === 'text');
-  if (!script || !output) throw new Error("docs/mcp.md's walkthrough has no agent.mjs or no output block");
-  return { script: script.text, expected: output.text.trimEnd().split('\n') };
+  const [first, again] = blocks.filter((block) => block.language === 'text').map((block) => block.text.trimEnd().split('\n'));
+  if (!script || !first || !again) throw new Error("docs/mcp.md's walkthrough has no agent.mjs, or not its two outputs");
+  return { script: script.text, first, again };
 }
 
 /** A line of the page's output as a pattern: literal, with `…` for anything (possibly nothing). */
@@ -43,7 +46,8 @@ const linePattern = (line: string) => new RegExp(`^${line.split('…').map((part
 t.setTimeout(5 * 60_000);
 
 t.test("docs/mcp.md's walkthrough runs as written", async (t) => {
-  const { script, expected } = await walkthrough();
+  const expected = await walkthrough();
+  const { script } = expected;
   const folder = await mkdtemp(join(tmpdir(), 'countersign-mcp-walkthrough-'));
   await symlink(resolve('node_modules'), join(folder, 'node_modules'), 'dir');
   await writeFile(join(folder, 'agent.mjs'), script);
@@ -69,21 +73,43 @@ t.test("docs/mcp.md's walkthrough runs as written", async (t) => {
     start.once('exit', (code) => reject(new Error(`countersign start exited with ${code}:\n${log}`)));
   });
 
-  const agent = spawn(process.execPath, ['agent.mjs'], { cwd: folder, env: { ...env, AUTHORITY: ready.authority, GATE: ready.proxy } });
-  let output = '';
-  let errors = '';
-  agent.stdout.on('data', (chunk) => (output += String(chunk)));
-  agent.stderr.on('data', (chunk) => (errors += String(chunk)));
-  const [code] = await once(agent, 'exit');
-  t.equal(code, 0, `node agent.mjs exits 0${errors ? `:\n${errors}` : ''}`);
+  /** Runs `node agent.mjs ...args` in the folder; resolves its output, with the test's authority address as the page's. */
+  const runAgent = async (...args: string[]): Promise<string[]> => {
+    const agent = spawn(process.execPath, ['agent.mjs', ...args], { cwd: folder, env: { ...env, GATE: ready.proxy } });
+    let output = '';
+    let errors = '';
+    agent.stdout.on('data', (chunk) => (output += String(chunk)));
+    agent.stderr.on('data', (chunk) => (errors += String(chunk)));
+    const [code] = await once(agent, 'exit');
+    t.equal(code, 0, `node agent.mjs ${args.join(' ')} exits 0${errors ? `:\n${errors}` : ''}`);
+    // The page shows the console at the default address; the test's authority listens elsewhere.
+    return output.trimEnd().split('\n').map((line) => line.replaceAll(ready.authority, 'http://127.0.0.1:7070'));
+  };
+  const matches = (lines: string[], expected: string[], what: string) => {
+    t.equal(lines.length, expected.length, `${what}: as many lines as the page shows`, { output: lines });
+    expected.forEach((line, i) => t.match(lines[i], linePattern(line), `${what}, line ${i + 1}: ${line}`));
+  };
 
-  // The page shows the console at the default address; the test's authority listens elsewhere.
-  const lines = output.trimEnd().split('\n').map((line) => line.replaceAll(ready.authority, 'http://127.0.0.1:7070'));
-  t.equal(lines.length, expected.length, 'as many lines as the page shows', { output });
-  expected.forEach((line, i) => t.match(lines[i], linePattern(line), `line ${i + 1}: ${line}`));
+  const first = await runAgent();
+  matches(first, expected.first, 'node agent.mjs');
+  const approvalId = /\?approval=([0-9a-f-]+)/.exec(first.join('\n'))?.[1];
+  t.ok(approvalId, 'the held refund names its approval');
 
-  // What the gate decided, from its own counters: the two allowed calls, each verified once, and
-  // the call without a permit refused. The denied and held calls never reached it.
+  // The page approves in the console, signed in with the bootstrap key; here, through the same API.
+  const { api_key: adminKey } = JSON.parse(await readFile(join(folder, '.countersign', 'bootstrap.json'), 'utf8')) as { api_key: string };
+  const resolved = await request(`${ready.authority}/v1/approvals/${approvalId}/resolve`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${adminKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ decision: 'approve' }),
+  });
+  t.equal(resolved.statusCode, 200, 'the bootstrap key approves what the MCP gate asked for', { body: await resolved.body.text() });
+
+  matches(await runAgent('again'), expected.again, 'node agent.mjs again');
+  const third = await runAgent('again');
+  t.match(third[0], /: refused \(APPROVAL_REQUIRED\)$/, 'a third run is held again: the approval was used once');
+
+  // What the gate decided, from its own counters: three permits (get_ticket, the 40 USD refund and
+  // the approved 500 USD refund), each verified once; the blocked tool refused once.
   const metrics = await (await request(`${ready.admin[1]}/metrics`)).body.text();
   const count = (result: string, reason?: string) =>
     metrics
@@ -91,9 +117,9 @@ t.test("docs/mcp.md's walkthrough runs as written", async (t) => {
       .filter((line) => line.startsWith('countersign_proxy_verifications_total{') && line.includes('route="helpdesk-mcp"') && line.includes(`result="${result}"`))
       .filter((line) => reason === undefined || line.includes(`reason="${reason}"`))
       .reduce((sum, line) => sum + Number(line.split(' ').at(-1)), 0);
-  t.equal(count('verified'), 2, 'two permits verified and consumed at the gate: get_ticket and the 40 USD refund');
-  t.equal(count('rejected'), 1, 'one refusal');
-  t.equal(count('rejected', 'MISSING_PERMIT'), 1, 'the call without a permit');
+  t.equal(count('verified'), 3, 'three permits verified and consumed at the gate');
+  t.equal(count('rejected', 'TOOL_BLOCKED'), 1, 'the blocked tool refused once');
+  t.equal(count('rejected', 'APPROVAL_REQUIRED'), 2, 'the refund held twice: before its approval, and after it was used');
 
   start.kill('SIGTERM');
   t.equal((await once(start, 'exit'))[0], 0, 'countersign start stops cleanly');

@@ -273,7 +273,7 @@ t.test('the proxy key is kept per database: one from another database is left fo
   t.equal((await stat(join(dataDir, own))).mode & 0o777, 0o600, 'mode 0600');
   t.match(await readFile(join(dataDir, own), 'utf8'), new RegExp(`^ask_test_\\w+\\n# the proxy's API key for embedded:${dataDir}`), 'the key, and the database it is for');
   t.equal(await readFile(join(dataDir, 'proxy.key'), 'utf8'), foreign, "the other database's key is left as it was");
-  t.match(first.output(), `the proxy's key for this database (embedded:${dataDir}) is in ${join(dataDir, own)}`, 'the log says which file is whose');
+  t.match(first.output(), `the proxy's API key for this database (embedded:${dataDir}) is in ${join(dataDir, own)}`, 'the log says which file is whose');
   const { api_key: apiKey } = JSON.parse(await readFile(join(dataDir, 'bootstrap.json'), 'utf8'));
   t.equal(await throughTheProxy(first.ready, apiKey, 'order-1'), 200, 'the proxy works with its own key');
   t.equal(await stopped(first.child), 0);

@@ -155,6 +155,15 @@ t.test('environment overrides: REDIS_URL, COUNTERSIGN_PROXY_ORGANIZATION and the
   t.equal(viaEnv.redis_url, undefined, 'an empty variable is unset');
   const keyFromEnv = await loadProxyConfig(file, { COUNTERSIGN_PROXY_ORGANIZATION: 'org_9', COUNTERSIGN_PROXY_API_KEY_FILE: '/run/secrets/proxy.key' });
   t.same(keyFromEnv.authority, { url: 'http://a', api_key_file: '/run/secrets/proxy.key' }, 'COUNTERSIGN_PROXY_API_KEY_FILE replaces an inline key');
+
+  const inlineRoute = (inline: string) =>
+    `upstream: http://u\norganization: org_9\nauthority: { url: http://a, api_key: k }\nroutes:\n  - name: m\n    match: { path: /mcp }\n    mcp:\n      server: s\n      inline: ${inline}\n      tools: [{ name: "*" }]\n`;
+  const inlineKey = async (inline: string) =>
+    (await loadProxyConfig(await tempFile('proxy.yaml', inlineRoute(inline)), { COUNTERSIGN_PROXY_MCP_API_KEY_FILE: '/run/secrets/mcp-gate.key' })).routes[0]!.mcp!.inline;
+  t.match(await inlineKey('{ api_key: dev, actor: { header: x-agent-id } }'), { api_key_file: '/run/secrets/mcp-gate.key', api_key: undefined }, 'COUNTERSIGN_PROXY_MCP_API_KEY_FILE replaces an MCP route\'s inline key');
+  t.match(await inlineKey('{ api_key_file: other.key, actor: { header: x-agent-id } }'), { api_key_file: '/run/secrets/mcp-gate.key' }, 'and its key file');
+  const plain = await loadProxyConfig(file, { COUNTERSIGN_PROXY_ORGANIZATION: 'org_9', COUNTERSIGN_PROXY_MCP_API_KEY_FILE: '/run/secrets/mcp-gate.key' });
+  t.equal(plain.routes.length, 0, 'a configuration without MCP routes is left as it was');
 });
 
 t.test('file problems', async (t) => {
