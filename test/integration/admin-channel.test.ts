@@ -48,7 +48,10 @@ t.test('the embedded authority takes administration commands from the holder of 
   t.equal(await keyCount(), 1, 'with the token, a command runs: the bootstrap key is listed');
 
   const create = { command: 'keys create', input: { org: 'default', name: 'sneaky', scopes: ['keys:write'] } };
-  for (const [what, token] of [['no token', undefined], ['another token', 'x'.repeat(43)], ['the token with a byte changed', `${channel?.token.slice(0, -1)}A`]] as const) {
+  // Its last character replaced by another one (never by itself, which would leave the token as it was).
+  const channelToken = channel?.token ?? '';
+  const changed = `${channelToken.slice(0, -1)}${channelToken.endsWith('A') ? 'B' : 'A'}`;
+  for (const [what, token] of [['no token', undefined], ['another token', 'x'.repeat(43)], ['the token with a byte changed', changed]] as const) {
     const refused = await send(url, create, token);
     t.equal(refused.status, 401, `${what}: 401`);
     t.equal(ErrorEnvelope.parse(refused.body).error, 'unauthorized');
