@@ -46,8 +46,9 @@ const MODES = [
   { mode: 'none', label: 'none', env: { COUNTERSIGN_STORE_DURABILITY: 'none', COUNTERSIGN_ACCEPT_WEAKER_DURABILITY: '1' } },
   { mode: 'aof', label: 'aof (disk)', env: { COUNTERSIGN_STORE_DURABILITY: 'aof' } },
   { mode: 'replica', label: 'replica', replicas: 1, env: { COUNTERSIGN_STORE_DURABILITY: 'replica' } },
-  // WAIT waits for every replica that could be promoted: the cost with a second one.
-  { mode: 'replica', label: 'replica ×2', replicas: 2, env: { COUNTERSIGN_STORE_DURABILITY: 'replica' } },
+  // WAIT waits for every replica that could be promoted: the cost with a second one. (Labels name
+  // permits' target ids and paths: ASCII only.)
+  { mode: 'replica', label: 'replica 2', replicas: 2, env: { COUNTERSIGN_STORE_DURABILITY: 'replica' } },
 ];
 
 /** Settings every Redis here shares: loopback, no RDB snapshots, no delay before a replica's sync. */
