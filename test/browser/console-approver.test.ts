@@ -11,6 +11,9 @@
  *   escalation (its vote is listed as theirs);
  * - under a header that takes less than a quarter of the phone's screen, with the page fitting
  *   375 pixels, accessible, and quiet.
+ *
+ * A link to one approval (`/console/?approval=<id>`, as the MCP gate's hold answers give) marks
+ * that item and puts the focus on it; once it was decided, the same link says it no longer waits.
  */
 import t from 'tap';
 import { request } from 'undici';
@@ -96,6 +99,44 @@ if (!chromiumPath()) {
           await escalationCard.getByTestId('vote').getByText('(the key “test key”)').waitFor();
           t.match(await escalationCard.getByTestId('vote').textContent(), /\(the key “test key”\) \(you\) approved/, 'the escalation lists the vote as theirs, by name');
           await checkPage(t, tested, 'the inbox after both votes', true);
+        },
+        { apiKeySignIn: true },
+      ),
+    );
+
+    t.test(`a link to one approval marks it and takes the focus; once decided, the link says so, on ${backend.name}`, (t) =>
+      withConsole(
+        t,
+        backend,
+        async (setup) => {
+          const { h } = setup;
+          const agentKey = await h.authority.key(['evaluate:write']);
+          const approverKey = await h.authority.key([...APPROVER_SCOPES]);
+          const other = (await evaluateWithKey(setup, agentKey, wire(40_000))).approval_request_id as string;
+          const held = (await evaluateWithKey(setup, agentKey, wire(50_000))).approval_request_id as string;
+
+          const browser = await launchBrowser(t);
+          const tested = await newPage(browser, { width: 375 });
+          await signInWithKey(setup, tested, approverKey);
+          const { page } = tested;
+          await page.goto(`${h.authorityUrl}/console/?approval=${held}`);
+          const card = item(page, held);
+          await card.waitFor();
+          await page.waitForFunction((id) => (globalThis as unknown as { document: { activeElement: { id?: string } | null } }).document.activeElement?.id === `item-${id}-title`, held);
+          t.equal(await card.getAttribute('aria-current'), 'true', 'the linked approval is marked');
+          t.equal(await item(page, other).getAttribute('aria-current'), null, 'the other one is not');
+          const focused = await page.evaluate(() => (globalThis as unknown as { document: { activeElement: { id?: string } | null } }).document.activeElement?.id);
+          t.equal(focused, `item-${held}-title`, "the focus is on the linked approval's title");
+          t.equal(await page.getByTestId('linked-missing').count(), 0, 'no word of a missing item');
+          await checkPage(t, tested, 'the inbox opened on one approval', true);
+
+          await card.getByTestId('approve').click();
+          await page.getByTestId('vote-outcome').first().waitFor();
+          await page.goto(`${h.authorityUrl}/console/?approval=${held}`);
+          await item(page, other).waitFor();
+          await page.getByTestId('linked-missing').waitFor();
+          t.match(await page.getByTestId('linked-missing').textContent(), new RegExp(`${held} that the link names does not wait for a decision`), 'once decided, the link says it no longer waits');
+          await checkPage(t, tested, 'the inbox opened on a decided approval', true);
         },
         { apiKeySignIn: true },
       ),

@@ -20,6 +20,8 @@ interface Props {
   outcome: string | null;
   /** Absent for items already decided: they take no more votes. */
   onVote?: (item: InboxItem, decision: VoteDecision, note: string) => Promise<string | null>;
+  /** The item the page's link names: marked, and its title can take the focus. */
+  linked?: boolean;
 }
 
 const isOpen = (status: string): boolean => status === 'pending' || status === 'escalated';
@@ -36,15 +38,23 @@ function FactRows({ facts }: { facts: Fact[] }) {
   );
 }
 
-export function InboxItemCard({ item, session, nowMs, outcome, onVote }: Props) {
+export function InboxItemCard({ item, session, nowMs, outcome, onVote, linked = false }: Props) {
   const titleId = `item-${item.id}-title`;
   const kindLabel = item.kind === 'approval' ? 'Approval request' : 'Escalation';
   const open = isOpen(item.status);
   const blocked = open ? voteBlockedReason(item, session) : null;
   const facts = item.facts;
   return (
-    <article class="item" aria-labelledby={titleId} data-testid="inbox-item" data-id={item.id} data-kind={item.kind} data-status={item.status}>
-      <h3 id={titleId}>
+    <article
+      class={linked ? 'item linked' : 'item'}
+      aria-labelledby={titleId}
+      aria-current={linked ? 'true' : undefined}
+      data-testid="inbox-item"
+      data-id={item.id}
+      data-kind={item.kind}
+      data-status={item.status}
+    >
+      <h3 id={titleId} tabIndex={linked ? -1 : undefined}>
         <span class="kind">{kindLabel}:</span> {item.actionType ?? 'no action type given'}
       </h3>
       <p class="status-line">

@@ -2,6 +2,10 @@
  * The inbox: what waits for a decision, refreshed every five seconds while the page is visible,
  * and the person's own decisions of this visit with what came of them.
  *
+ * A link to one item (`?approval=<id>` or `?escalation=<id>`, as the MCP gate's hold answers give)
+ * marks that item and moves the focus to it once it is loaded; if it no longer waits, the page
+ * says so.
+ *
  * Refreshes replace the data, never the components: each item keeps its key, so a half-written
  * note survives them. After a vote the inbox refreshes at once; until that answer arrives, the
  * vote's own response is shown, so the item never looks as if the vote had not happened.
@@ -14,6 +18,7 @@ import { formatClock, statusLabel } from '../format';
 import { escalationItem, loadInbox, type InboxItem, type InboxSnapshot } from '../inbox-data';
 import { useLatestLoad } from '../latest-load';
 import { usePageTitle } from '../page-title';
+import { useSearch } from '../router';
 
 const REFRESH_MS = 5000;
 
@@ -30,6 +35,14 @@ interface Loaded extends InboxSnapshot {
 }
 
 const isOpen = (item: InboxItem): boolean => item.status === 'pending' || item.status === 'escalated';
+
+/** The item a link names (`?approval=<id>` or `?escalation=<id>`), or null. */
+function linkedItem(search: URLSearchParams): { kind: InboxItem['kind']; id: string } | null {
+  const approval = search.get('approval');
+  if (approval) return { kind: 'approval', id: approval };
+  const escalation = search.get('escalation');
+  return escalation ? { kind: 'escalation', id: escalation } : null;
+}
 
 /** What one vote came to, in words, from the server's answer. */
 async function castVote(item: InboxItem, decision: VoteDecision, note: string): Promise<{ item: InboxItem; message: string }> {
@@ -58,6 +71,8 @@ export function InboxPage({ session }: { session: SignedInSession }) {
   const [announcement, setAnnouncement] = useState('');
   const sessionRef = useRef(session);
   sessionRef.current = session;
+  const linked = linkedItem(useSearch());
+  const focusedLink = useRef<string | null>(null);
 
   /** `now` abandons a running refresh, whose answer may predate a vote; the timer's waits for it. */
   const load = useLatestLoad(
@@ -104,6 +119,17 @@ export function InboxPage({ session }: { session: SignedInSession }) {
   };
   const waiting = (loaded?.items ?? []).map(current).filter(isOpen);
   const decided = [...outcomes.values()].filter((outcome) => !isOpen(outcome.item) || !waiting.some((item) => item.id === outcome.item.id)).reverse();
+  const isLinked = (item: InboxItem): boolean => linked !== null && item.kind === linked.kind && item.id === linked.id;
+  const linkedWaits = waiting.some(isLinked);
+
+  // Once, when the linked item first appears: bring it into view with the focus on its title.
+  useEffect(() => {
+    if (linked === null || !linkedWaits || focusedLink.current === linked.id) return;
+    focusedLink.current = linked.id;
+    const title = document.getElementById(`item-${linked.id}-title`);
+    title?.scrollIntoView({ block: 'start' });
+    title?.focus();
+  }, [linked?.id, linkedWaits]);
 
   return (
     <>
@@ -127,6 +153,12 @@ export function InboxPage({ session }: { session: SignedInSession }) {
           </button>
         </div>
       )}
+      {loaded !== null && linked !== null && !linkedWaits && !decided.some((outcome) => isLinked(outcome.item)) && (
+        <p class="notice" data-testid="linked-missing">
+          The {linked.kind === 'approval' ? 'approval request' : 'escalation'} {linked.id} that the link names does not wait for a decision: it was
+          decided or expired, or it is not one you can see.
+        </p>
+      )}
       {loaded?.notices.map((notice) => (
         <p key={notice} class="notice">
           {notice}
@@ -140,7 +172,7 @@ export function InboxPage({ session }: { session: SignedInSession }) {
           <ul class="items">
             {waiting.map((item) => (
               <li key={`${item.kind}:${item.id}`}>
-                <InboxItemCard item={item} session={session} nowMs={nowMs} outcome={outcomes.get(item.id)?.message ?? null} onVote={onVote} />
+                <InboxItemCard item={item} session={session} nowMs={nowMs} outcome={outcomes.get(item.id)?.message ?? null} onVote={onVote} linked={isLinked(item)} />
               </li>
             ))}
           </ul>
