@@ -56,8 +56,9 @@ export function createRedisClient(topology: RedisTopology, timeouts: RedisTimeou
     // a permit already refused.
     maxRetriesPerRequest: 0,
     autoResendUnfulfilledCommands: false,
-    // After a failover the old primary answers READONLY; reconnecting finds the new one.
-    reconnectOnError: (error: Error) => error.message.startsWith('READONLY'),
+    // After a failover the old primary answers a write READONLY, and a WAIT (after a read) with
+    // this error; reconnecting finds the new one.
+    reconnectOnError: (error: Error) => /^(READONLY|ERR WAIT cannot be used with replica)/.test(error.message),
   } satisfies RedisOptions;
   switch (topology.kind) {
     case 'single':

@@ -94,6 +94,8 @@ let nonceCounter = 0;
 
 /** The clock offset to Redis is measured again after this long. */
 const CLOCK_OFFSET_MAX_AGE_MS = 30_000;
+/** How long a read waits for the replicas' WAIT (readRecords): connected replicas answer it at once. */
+const READ_CHECK_MS = 200;
 
 interface ScriptedRedis {
   countersignConsume(numberOfKeys: number, ...keysAndArgs: string[]): Promise<[number, string]>;
@@ -295,6 +297,7 @@ export class RedisStore implements SharedStore {
     checkCount(count);
     // '(' makes the start exclusive (Redis >= 6.2).
     const start = afterId === '0' ? '-' : `(${afterId}`;
+    const key = this.#key('stream', stream);
     const entries = await this.#connection.run(this.#commandTimeoutMs, async (client) => {
       let end = '+';
       if (options.settledForMs) {
@@ -302,7 +305,19 @@ export class RedisStore implements SharedStore {
         const clock = await this.#redisClock();
         end = String(Math.max(0, Math.floor(Date.now() + clock.offsetMs - clock.uncertaintyMs - options.settledForMs)));
       }
-      return client.xrange(this.#key('stream', stream), start, end, 'COUNT', count);
+      const read: [string, ...string[]] = ['XRANGE', key, start, end, 'COUNT', String(count)];
+      const plan = this.durability === 'replica' ? await this.#durabilityPlan() : null;
+      if (plan?.wait !== 'wait') return client.xrange(key, start, end, 'COUNT', count);
+      // `replica`: the read is followed by a WAIT, as a consume is. An old primary that the
+      // replica being promoted has already left (a switchover in progress) still answers reads,
+      // but cannot gather every replica: what it holds beyond the new primary's copy is consumes
+      // that never counted, and records that must not reach the audit log nor move its cursor.
+      const replicas = this.#replicasFor(client, plan, key);
+      const [[readError, reply], acknowledged] = await this.#inOrder(client, [read, acknowledgementCommand(plan, Date.now() + READ_CHECK_MS, replicas)]) as [[Error | null, unknown], [Error | null, unknown]];
+      if (readError) throw readError;
+      const notPrimary = acknowledgementError(plan, acknowledged, replicas);
+      if (notPrimary) throw new StoreError('STORE_NOT_DURABLE', `records are read only from a primary with every replica that could be promoted: ${notPrimary.message}`, { cause: notPrimary });
+      return reply as [string, string[]][];
     });
     return entries.map(([id, flat]) => {
       const fields: Record<string, string> = {};

@@ -56,7 +56,11 @@ export interface SharedStore {
    * appended or not durable), in the order given. Rejects only on invalid fields.
    */
   appendRecords(stream: string, batch: ReadonlyArray<Record<string, string>>): Promise<PromiseSettledResult<string>[]>;
-  /** Up to `count` records with ids after `afterId` ('0' for the start), oldest first. */
+  /**
+   * Up to `count` records with ids after `afterId` ('0' for the start), oldest first. With
+   * durability `replica`, only from a primary that has every replica that could be promoted
+   * (STORE_NOT_DURABLE otherwise): an old primary in a switchover may hold records that will not survive it.
+   */
   readRecords(stream: string, afterId: string, count: number, options?: ReadRecordsOptions): Promise<StoredRecord[]>;
   /** How many records the stream holds: appended and not yet trimmed (the drain's backlog). */
   countRecords(stream: string): Promise<number>;

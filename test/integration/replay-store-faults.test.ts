@@ -210,6 +210,27 @@ t.test('durability replica: the consume and its acknowledgement go in one pipeli
   t.equal(await store.consumePermit(key('d'), TTL_MS, record('d'), fenced(epoch)), 'already_used', 'the replay is refused');
 });
 
+t.test('durability replica: records are read only from a primary that has its replicas (a switchover\'s old primary holds consumes that never counted)', async (t) => {
+  const primary = await startRedisProcess(t, { persistence: 'none' });
+  if (!primary) return;
+  const replica = await startRedisProcess(t, { persistence: 'none', args: ['--replicaof', '127.0.0.1', String(primary.port)] });
+  if (!replica) return;
+  const calls = await commandCounter(t, primary.url);
+  await calls.untilReplicaConnected();
+  const store = redisStore(t, { url: primary.url, durability: 'replica' });
+  const epoch = await store.ensureEpoch(EPOCH_KEY);
+  t.equal(await store.consumePermit(key('r1'), TTL_MS, record('r1'), fenced(epoch)), 'consumed');
+  const before = await calls();
+  t.same((await store.readRecords(STREAM, '0', 10)).map((stored) => stored.fields['permit_id']), ['r1'], 'read while the replica is connected');
+  t.equal((await calls())('wait') - before('wait'), 1, 'the read was followed by one WAIT');
+
+  // What a promotion does to the old primary: its replica leaves it.
+  t.equal(await replica.command('REPLICAOF', 'NO', 'ONE'), '+OK');
+  await t.rejects(store.readRecords(STREAM, '0', 10), { code: 'STORE_NOT_DURABLE' }, 'no record is handed out by a primary its replica has left');
+  const plain = redisStore(t, { url: primary.url, durability: 'none' });
+  t.equal(await plain.countRecords(STREAM), 1, 'the record stays in the stream');
+});
+
 t.test('the start check: a store without AOF or replicas cannot keep aof or replica', async (t) => {
   const redis = await startRedisProcess(t, { persistence: 'none' });
   if (!redis) return;
