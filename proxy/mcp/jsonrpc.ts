@@ -143,6 +143,11 @@ export function toolErrorResult(id: JsonRpcId, answer: RefusalAnswer): Record<st
 export const INVALID_REQUEST = -32600;
 /** JSON-RPC's "parse error". */
 export const PARSE_ERROR = -32700;
+/**
+ * MCP's `HeaderMismatch` (2026-07-28): an `Mcp-Method`, `Mcp-Name` or `MCP-Protocol-Version`
+ * header that says something other than the body, answered with HTTP 400, as MCP servers do.
+ */
+export const HEADER_MISMATCH = -32020;
 
 /** A refused request that is not a tool call (or a body the gate cannot read): a JSON-RPC error. */
 export function errorResponse(id: JsonRpcId, code: number, answer: RefusalAnswer): Record<string, unknown> {

@@ -37,7 +37,7 @@ import { callFacts } from './call-facts.js';
 import { ARGUMENTS_DIGEST_FACT, DEFAULT_TOOL_ACTION_TYPE, toolEntry, type McpRoute } from './config.js';
 import { decodedHeaderValue, forEra, messageEra, protocolVersionContradiction, withoutGateInput } from './era.js';
 import type { InlineGate } from './inline.js';
-import { errorResponse, INVALID_REQUEST, messageKind, metaPermit, PARSE_ERROR, parseMessages, toolErrorResult, withoutPermit, type JsonRpcMessage } from './jsonrpc.js';
+import { errorResponse, HEADER_MISMATCH, INVALID_REQUEST, messageKind, metaPermit, PARSE_ERROR, parseMessages, toolErrorResult, withoutPermit, type JsonRpcMessage } from './jsonrpc.js';
 import { hiddenTools, serveToolList, type ToolListContext } from './tool-list.js';
 import { watchToolResult } from './tool-outcome.js';
 
@@ -112,7 +112,7 @@ export async function serveMcp(context: McpServeContext, req: IncomingMessage, r
   const contradiction = headerContradiction(req, messages, parsed.batch);
   if (contradiction !== undefined) {
     const refusal = mcpRefusal('MCP_HEADER_MISMATCH', contradiction);
-    return refuseRequest(refusal, (r) => ({ status: 400, body: errorResponse(messages[0]!.id ?? null, INVALID_REQUEST, refusalAnswer(r, undefined)) }));
+    return refuseRequest(refusal, (r) => ({ status: 400, body: errorResponse(messages[0]!.id ?? null, HEADER_MISMATCH, refusalAnswer(r, undefined)) }));
   }
   if (parsed.batch) {
     const acting = messages.filter((message) => messageKind(message) !== 'pass');

@@ -168,11 +168,11 @@ t.test('2026-07-28: an unknown method and headers the body contradicts are refus
     const call = (name: string) => ({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name, arguments: {}, _meta: ENVELOPE } });
     const lyingName = await post(endpoint, call('drop_tables'), standard('tools/call', 'get_ticket'));
     t.equal(lyingName.status, 400);
-    t.match(lyingName.json.error, { data: { reason: 'MCP_HEADER_MISMATCH' } }, 'an Mcp-Name header naming another tool is refused');
+    t.match(lyingName.json.error, { code: -32020, data: { reason: 'MCP_HEADER_MISMATCH' } }, 'an Mcp-Name header naming another tool is refused, with MCP\'s HeaderMismatch code');
     const lyingMethod = await post(endpoint, call('get_ticket'), standard('tools/list'));
-    t.match(lyingMethod.json.error, { data: { reason: 'MCP_HEADER_MISMATCH' } }, 'an Mcp-Method header naming another method is refused');
+    t.match(lyingMethod.json.error, { code: -32020, data: { reason: 'MCP_HEADER_MISMATCH' } }, 'an Mcp-Method header naming another method is refused');
     const lyingVersion = await post(endpoint, call('get_ticket'), { ...standard('tools/call', 'get_ticket'), 'mcp-protocol-version': '2025-11-25' });
-    t.match(lyingVersion.json.error, { data: { reason: 'MCP_HEADER_MISMATCH' } }, 'a protocol version header the _meta contradicts is refused');
+    t.match(lyingVersion.json.error, { code: -32020, data: { reason: 'MCP_HEADER_MISMATCH' } }, 'a protocol version header the _meta contradicts is refused');
     t.equal(mcp.methods.length, before, 'the MCP server got none of them');
 
     const refused = await post(endpoint, call('get_ticket'), standard('tools/call', 'get_ticket'));

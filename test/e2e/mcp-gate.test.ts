@@ -193,7 +193,7 @@ t.test('a method the gate does not understand, a batch that acts, and headers th
 
     const lying = await post({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'drop_tables', arguments: {} } }, { 'mcp-method': 'tools/call', 'mcp-name': 'get_ticket' });
     t.equal(lying.status, 400);
-    t.match(lying.json.error, { data: { reason: 'MCP_HEADER_MISMATCH' } });
+    t.match(lying.json.error, { code: -32020, data: { reason: 'MCP_HEADER_MISMATCH' } });
 
     const garbage = await post('{"jsonrpc": "2.0", "id": ');
     t.equal(garbage.status, 400);
