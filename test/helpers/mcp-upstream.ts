@@ -7,7 +7,8 @@
  *
  * Tools: `get_ticket {id}` (a text result), `fail_ticket {id}` (an `isError` result),
  * `slow_export {steps}` (one progress notification per step, then a result; answered as an
- * event stream), `drop_tables {}` (what a blocked tool would do).
+ * event stream), `drop_tables {}` (what a blocked tool would do), `issue_refund {order, amount_usd}`
+ * (the example policy's `agent.tool` class holds a refund over 100 USD for a person).
  *
  * @example
  *   const upstream = await startMcpUpstream(t);
@@ -61,6 +62,10 @@ export async function startMcpUpstream(t: Test, options: { sessions?: boolean } 
         }
       }
       return { content: [{ type: 'text', text: `exported in ${steps} steps` }] };
+    });
+    server.registerTool('issue_refund', { description: 'Refunds an order', inputSchema: { order: z.string(), amount_usd: z.number() } }, async ({ order, amount_usd }, extra) => {
+      ran('issue_refund', extra._meta);
+      return { content: [{ type: 'text', text: `refunded ${amount_usd} USD on ${order}` }] };
     });
     server.registerTool('drop_tables', { description: 'Destroys data' }, async (extra) => {
       ran('drop_tables', extra._meta);
