@@ -18,8 +18,15 @@ import { verificationRecordFields } from '../shared/wire/verification-records.js
 import type { UpstreamOutcome, VerificationRecord } from '../shared/wire/verification-records.js';
 import type { ProxyMode, ProxyRoute } from './config.js';
 
+/**
+ * The route a record names (its gate, `proxy:<name>`) and, for an MCP `tools/call`, the tool
+ * called: an MCP route serves every tool of its server, each with a mode of its own, so its
+ * records say which tool they are about.
+ */
+export type RecordedRoute = Pick<ProxyRoute, 'name'> & { readonly tool?: string };
+
 export interface ExecutionRecordInput {
-  route: Pick<ProxyRoute, 'name' | 'action_type'>;
+  route: RecordedRoute & Pick<ProxyRoute, 'action_type'>;
   mode: ProxyMode;
   requestId: string;
   permitId: string | null;
@@ -70,7 +77,7 @@ export function executionRecord(input: ExecutionRecordInput): Record<string, str
 
 export interface GateRecordInput {
   kind: VerificationRecord['kind'];
-  route: Pick<ProxyRoute, 'name'>;
+  route: RecordedRoute;
   mode: ProxyMode;
   nowMs: number;
   requestId: string;
@@ -85,8 +92,12 @@ export interface GateRecordInput {
   upstream?: UpstreamOutcome;
 }
 
-/** One record's stream fields, every text clamped to its cap, with a new gate record id. */
+/**
+ * One record's stream fields, every text clamped to its cap, with a new gate record id. No `tool`
+ * field unless the route names one: an empty name (a call that named none) is no tool either.
+ */
 export function gateRecord(input: GateRecordInput): Record<string, string> {
+  const tool = input.route.tool;
   return verificationRecordFields({
     kind: input.kind,
     gate: `proxy:${input.route.name}`,
@@ -102,5 +113,6 @@ export function gateRecord(input: GateRecordInput): Record<string, string> {
     duration_ms: input.durationMs ?? '',
     ...(input.upstream !== undefined ? { upstream: input.upstream } : {}),
     gate_record_id: randomUUID(),
+    ...(tool !== undefined && tool !== '' ? { tool } : {}),
   });
 }

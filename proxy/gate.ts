@@ -40,7 +40,7 @@ import { tracing } from '../shared/telemetry/index.js';
 import type { ProxyMode, ProxyRoute } from './config.js';
 import type { ExecutionRecords } from './execution-records.js';
 import { deriveFacts, type DerivedFacts } from './facts.js';
-import { gateRecord } from './gate-records.js';
+import { gateRecord, type RecordedRoute } from './gate-records.js';
 import type { RecordBacklog } from './record-backlog.js';
 
 /** `forbidden`: refused whatever permit came (an MCP method the gate does not understand, a blocked tool). */
@@ -100,8 +100,11 @@ export interface GateInput {
   signal?: AbortSignal;
 }
 
-/** What the verification needs of a route: its name (the records' gate), mode and action type. */
-export type GateRoute = Pick<ProxyRoute, 'name' | 'mode' | 'action_type'>;
+/**
+ * What the verification needs of a route: its name (the records' gate), mode and action type, and
+ * for an MCP `tools/call` the tool, which its records name.
+ */
+export type GateRoute = Pick<ProxyRoute, 'name' | 'mode' | 'action_type'> & Pick<RecordedRoute, 'tool'>;
 
 /**
  * One call decided on facts a front door derived itself (the MCP gate, from a JSON-RPC

@@ -353,7 +353,7 @@ export const OPERATIONS: Readonly<Record<string, OperationDoc>> = {
     summary: 'Shadow → enforce readiness of each gate route',
     tag: 'Audit',
     description:
-      'For each proxy route seen in shadow mode within the window, the requests it verified and those it would have blocked, by refusal code, from the verification records in the audit log. A route is `ready` when, for the last `quiet_days`, it had shadow traffic throughout and no would-block whose code is not listed in `expected`. The mode itself lives in the proxy\'s configuration (docs/shadow-to-enforce.md).',
+      'For each proxy route seen in shadow mode within the window, the requests it verified and those it would have blocked, by refusal code, from the verification records in the audit log. A route is `ready` when, for the last `quiet_days`, it had shadow traffic throughout and no would-block whose code is not listed in `expected`. An MCP route also lists, under `tools`, each tool called in shadow mode with its own counts and verdict by the same rule, since its tool table sets the mode per tool (at most 100 tools, the busiest; `tools_left_off` counts the rest). The mode itself lives in the proxy\'s configuration (docs/shadow-to-enforce.md, docs/mcp.md).',
     success: 'Every route seen in shadow mode in the window, by name.',
   },
   'GET /v1/audit/keys': {

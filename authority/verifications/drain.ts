@@ -13,6 +13,9 @@
  * one audit event per new record, appended last. After the commit the stream is trimmed; a failed
  * trim only leaves records the cursor and the ledger already skip.
  *
+ * A record of an MCP `tools/call` names its tool, and so does its event (`details.tool`), so that
+ * shadow readiness and audit queries can be read per tool; other records carry none.
+ *
  * An `execution.observed` event says whether the upstream `answered` (with its status), was
  * `not_reached` or the result is `unknown`, with the gate's code and reason; a record from a gate
  * that predates the `upstream` field is read from its status (upstreamOutcomeOf).
@@ -184,7 +187,8 @@ async function recordBatch(deps: DrainDeps, orgId: string, records: StoredRecord
 function auditEventOf(orgId: string, { stored, record, issues }: Parsed, now: Date): NewAuditEvent {
   if (!record) return invalidEvent(orgId, stored, issues, now);
   const text = (value: string) => (value === '' ? null : clean(value));
-  const source = { gate: clean(record.gate), mode: record.mode, record_id: stored.id };
+  // `tool` only where the gate named one (an MCP tools/call): HTTP routes' events stay as they were.
+  const source = { gate: clean(record.gate), mode: record.mode, record_id: stored.id, ...(record.tool !== undefined ? { tool: clean(record.tool) } : {}) };
   // Spreads come after the literal members: see test/unit/leading-spread.test.ts.
   const event = (decision: NewAuditEvent['decision'], details: NewAuditEvent['details']): NewAuditEvent => ({
     orgId,

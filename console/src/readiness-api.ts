@@ -3,18 +3,19 @@
  *
  *   GET /v1/gates/readiness?window_days=7&quiet_days=3&expected=CODE,CODE   (audit:read)
  *
- * per proxy route seen in shadow mode: what it would have blocked, by refusal code, over the
- * window, and whether it is ready for enforce (authority/gates/readiness.ts). The controls live in
+ * per proxy route seen in shadow mode (and per tool of an MCP route): what it would have blocked,
+ * by refusal code, over the window, and whether it is ready for enforce (authority/gates/readiness.ts). The controls live in
  * the query string under the API's own names, so a view can be linked to; they are checked here
  * as the server checks them (shared/wire/readiness.ts), so a mistake is named before any call.
  */
 import type { z } from 'zod';
 import { VERIFY_ERROR_CODES } from '../../shared/permits/verify-codes.js';
-import type { ReadinessResponse, RouteReadiness } from '../../shared/wire/readiness.js';
+import type { ReadinessResponse, RouteReadiness, ToolReadiness } from '../../shared/wire/readiness.js';
 import { json } from './api';
 
 export type Readiness = z.infer<typeof ReadinessResponse>;
 export type RouteReadinessWire = z.infer<typeof RouteReadiness>;
+export type ToolReadinessWire = z.infer<typeof ToolReadiness>;
 
 /** shared/wire/readiness.ts: MAX_READINESS_DAYS and the query's defaults. */
 export const MAX_DAYS = 90;

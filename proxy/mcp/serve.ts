@@ -157,7 +157,7 @@ async function serveToolCall(
     return refuseRequest(refusal, (r) => ({ status: 200, body: errorResponse(id, INVALID_REQUEST, refusalAnswer(r, undefined)) }));
   }
   const entry = toolEntry(mcp, name);
-  const toolRoute: GateRoute = { name: route.name, mode: entry?.mode ?? route.mode, action_type: entry?.action_type ?? DEFAULT_TOOL_ACTION_TYPE };
+  const toolRoute: GateRoute = { name: route.name, mode: entry?.mode ?? route.mode, action_type: entry?.action_type ?? DEFAULT_TOOL_ACTION_TYPE, tool: name };
   const derived = entry === undefined ? undefined : callFacts(mcp, entry, name, args as Record<string, unknown>, req.headers, new URLSearchParams(queryOf(request.target)));
   const facts = derived?.ok === true ? derived.facts : undefined;
   const call = {

@@ -58,6 +58,13 @@ export const VerificationRecord = z.object({
    * Optional: gates that predate it send none, and their records are told apart by stream id.
    */
   gate_record_id: z.string().min(1).max(64).optional(),
+  /**
+   * An MCP route's records of a `tools/call`: the tool called (as named in the call, clamped), so
+   * what a route decided can be read per tool. Absent on HTTP routes and on an MCP route's
+   * refusals that concern no single tool (a method the gate does not understand, a batch), and
+   * on records from gates that predate it.
+   */
+  tool: z.string().max(128).optional(),
 });
 export type VerificationRecord = z.infer<typeof VerificationRecord>;
 
@@ -90,17 +97,20 @@ export const ExecutionObservedDetails = z.looseObject({
   reason: z.string().nullable(),
   duration_ms: z.union([z.number(), z.string()]).nullable(),
   action_type: z.string().nullable(),
+  /** An MCP `tools/call`'s tool; absent on HTTP routes. */
+  tool: z.string().optional(),
 });
 export type ExecutionObservedDetails = z.infer<typeof ExecutionObservedDetails>;
 
-/** Each text field's length cap, read from the schema above (so it is stated once). */
-const CAPS: ReadonlyArray<readonly [keyof VerificationRecord, number]> = Object.entries(VerificationRecord.shape).flatMap(([name, schema]) =>
-  'maxLength' in schema && typeof schema.maxLength === 'number' ? [[name as keyof VerificationRecord, schema.maxLength] as const] : [],
-);
+/** Each text field's length cap, read from the schema above (so it is stated once); optional fields' too. */
+const CAPS: ReadonlyArray<readonly [keyof VerificationRecord, number]> = Object.entries(VerificationRecord.shape).flatMap(([name, field]) => {
+  const schema = field instanceof z.ZodOptional ? field.unwrap() : field;
+  return 'maxLength' in schema && typeof schema.maxLength === 'number' ? [[name as keyof VerificationRecord, schema.maxLength] as const] : [];
+});
 
 /**
  * The record as stream fields (every field given, as a string; `upstream` only on executions,
- * `gate_record_id` when given), each text clamped to its cap.
+ * `gate_record_id` and `tool` when given), each text clamped to its cap.
  * No schema parse: the gate builds two records per request from values it has checked already,
  * and the authority's drain validates every record it reads (a malformed one is still recorded,
  * with its issues).
@@ -112,8 +122,8 @@ export function verificationRecordFields(record: VerificationRecord): Record<str
     if (value !== undefined) fields[name] = value;
   }
   for (const [name, cap] of CAPS) {
-    const value = fields[name] as string;
-    if (value.length > cap) fields[name] = value.slice(0, cap);
+    const value = fields[name];
+    if (value !== undefined && value.length > cap) fields[name] = value.slice(0, cap);
   }
   return fields;
 }

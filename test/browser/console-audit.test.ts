@@ -18,7 +18,9 @@
  *   permit pass through it, and after the drain the page shows the route NOT READY with
  *   MISSING_PERMIT counted; with MISSING_PERMIT expected, it shows what the API then says (seen for
  *   less than the quiet days: still not ready); the switch snippet names the route; quiet days
- *   beyond the window are refused in the form;
+ *   beyond the window are refused in the form; an MCP route in shadow mode, called through the
+ *   MCP gate without a permit, shows its tool under it, NOT READY with MISSING_PERMIT counted, and
+ *   the tool's switch snippet sets `mode: enforce` on its entry in the tool table;
  * - a member (permits:read, no audit:read) sees the story but is told the chain's status and the
  *   readiness page need audit:read;
  * - each view has no serious accessibility violation (axe-core), raises no console error or CSP
@@ -42,7 +44,8 @@ import { ReadinessResponse } from '../../shared/wire/readiness.js';
 import { appBackends } from '../helpers/backends.js';
 import { BROWSER_NOT_RUN_REASON, chromiumPath, launchBrowser, newPage, type TestPage } from '../helpers/browser.js';
 import { checkPage, evaluate, screenshot, signIn, wire, withConsole, type Setup } from '../helpers/console-harness.js';
-import { call, eventually, type Harness } from '../helpers/proxy-harness.js';
+import { startMcpUpstream } from '../helpers/mcp-upstream.js';
+import { call, eventually, proxyConfig, type Harness } from '../helpers/proxy-harness.js';
 
 /** A call with the acme admin key (every scope); throws unless it answers `expected`. */
 async function admin(h: Harness, method: 'GET' | 'POST', path: string, body?: unknown, expected = 200): Promise<unknown> {
@@ -59,7 +62,7 @@ const drain = (h: Harness) => drainVerificationRecords({ db: h.opened.db, store:
 const payment = (amount: number) => JSON.stringify({ amount_usd: amount, account_code: 'OPS-001' });
 
 /** Waits until the gate's records of `permitId` (or of a request without one) include `kind`. */
-async function recorded(h: Harness, kind: string, match: (record: { permit_id: string; mode: string; code: string }) => boolean): Promise<void> {
+async function recorded(h: Harness, kind: string, match: (record: { permit_id: string; mode: string; code: string; tool?: string }) => boolean): Promise<void> {
   await eventually(`a ${kind} record`, async () => ((await h.records()).some((record) => record.kind === kind && match(record)) ? true : undefined));
 }
 
@@ -260,6 +263,7 @@ async function checkReadiness(t: Test, setup: Setup, desk: TestPage, backendInde
   t.equal((await call(shadow.url, '/wires', { token: allowed.permit_token as string, actor: 'finance-bot', body: payment(300) })).status, 201, 'and one with a valid permit');
   await recorded(h, 'permit.rejected', (record) => record.mode === 'shadow' && record.code === 'MISSING_PERMIT');
   await recorded(h, 'permit.verified', (record) => record.mode === 'shadow' && record.permit_id === allowed.permit_id);
+  await callMcpToolInShadow(t, h);
   await drain(h);
 
   const answer = await readinessOf(h);
@@ -280,6 +284,23 @@ async function checkReadiness(t: Test, setup: Setup, desk: TestPage, backendInde
   t.match(await card.getByTestId('readiness-last-would-block').textContent(), /\d/, 'when the last one happened');
   const snippet = (await card.getByTestId('switch-snippet').textContent()) ?? '';
   t.equal(snippet, 'routes:\n  - name: wire\n    mode: enforce', 'the switch snippet names the route and sets its mode to enforce');
+  t.equal(await card.getByTestId('readiness-tool').count(), 0, 'an HTTP route lists no tools');
+
+  const helpdesk = answer.routes.find((entry) => entry.route === 'helpdesk');
+  t.match(helpdesk?.tools, [{ tool: 'get_ticket', ready: false, would_block: 1, by_reason: [{ reason: 'MISSING_PERMIT', count: 1 }] }], 'the API: the MCP route’s tool, not ready');
+  const tool = route(desk, 'helpdesk').locator('[data-testid="readiness-tool"][data-tool="get_ticket"]');
+  t.equal(await tool.getAttribute('data-ready'), 'false', 'the MCP route shows its tool, not ready');
+  t.equal(await tool.getByTestId('readiness-tool-verdict').textContent(), 'NOT READY', 'in words');
+  t.equal(await tool.getByTestId('readiness-tool-summary').textContent(), helpdesk?.tools[0]?.summary, 'with the API’s summary for the tool');
+  t.equal(await tool.getByTestId('readiness-tool-would-block').textContent(), '1', 'one would-block');
+  const toolReason = tool.locator('[data-testid="readiness-tool-reason"][data-reason="MISSING_PERMIT"]');
+  t.equal(await toolReason.getByTestId('readiness-tool-reason-count').textContent(), '1', 'MISSING_PERMIT counted once');
+  await tool.getByText('Switch get_ticket to enforce').click();
+  t.equal(
+    await tool.getByTestId('switch-tool-snippet').textContent(),
+    'routes:\n  - name: helpdesk\n    mcp:\n      tools:\n        - name: get_ticket\n          mode: enforce',
+    'the tool’s switch snippet sets mode: enforce on its entry in the tool table',
+  );
 
   // MISSING_PERMIT expected: what the API says then (seen for less than the quiet days).
   await page.getByLabel('Expected refusal codes').fill('MISSING_PERMIT');
@@ -299,6 +320,22 @@ async function checkReadiness(t: Test, setup: Setup, desk: TestPage, backendInde
   await page.getByTestId('readiness-apply').click();
   t.match(await page.getByTestId('readiness-quietDays-problem').textContent(), /cannot be more than the window \(7 days\)/, 'quiet days beyond the window are refused');
   t.equal(new URL(page.url()).searchParams.get('quiet_days'), '3', 'and not applied');
+}
+
+/** An MCP route in shadow mode on a proxy of its own: a tools/call without a permit is forwarded, and recorded as a would-block of its tool. */
+async function callMcpToolInShadow(t: Test, h: Harness): Promise<void> {
+  const mcp = await startMcpUpstream(t);
+  const gate = await h.startProxy({ upstream: mcp.url });
+  const helpdesk = { name: 'helpdesk', match: { path: '/mcp' }, mode: 'shadow' as const, mcp: { server: 'helpdesk', tools: [{ name: 'get_ticket' }] } };
+  gate.setConfig(proxyConfig(h.authority.acme.id, mcp.url, { routes: [helpdesk] }));
+  const response = await request(`${gate.url}/mcp`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'get_ticket', arguments: { id: 'T-1' } } }),
+  });
+  await response.body.text();
+  t.equal(mcp.executions.get_ticket, 1, 'shadow mode forwards a tool call without a permit');
+  await recorded(h, 'permit.rejected', (record) => record.mode === 'shadow' && record.tool === 'get_ticket');
 }
 
 // A browser, an authority, a proxy and an identity provider, on both backends: longer than

@@ -128,6 +128,20 @@ t.test('tools/call is decided per tool; everything else that does not act passes
     t.equal(count(records, 'permit.rejected', 'MISSING_PERMIT'), 1);
     t.equal(count(records, 'permit.rejected', 'BINDING_MISMATCH'), 1);
     t.equal(count(records, 'permit.rejected', 'TOOL_BLOCKED'), 1);
+    t.same(
+      records.map((r) => [r.kind, r.code, r.tool]),
+      [
+        ['permit.verified', '', 'get_ticket'],
+        ['execution.observed', '', 'get_ticket'],
+        ['permit.rejected', 'PERMIT_ALREADY_USED', 'get_ticket'],
+        ['permit.rejected', 'MISSING_PERMIT', 'get_ticket'],
+        ['permit.rejected', 'BINDING_MISMATCH', 'get_ticket'],
+        ['permit.rejected', 'TOOL_BLOCKED', 'drop_tables'],
+        ['permit.verified', '', 'fail_ticket'],
+        ['execution.observed', 'TOOL_RESULT_ERROR', 'fail_ticket'],
+      ],
+      'every record of a tool call names its tool',
+    );
     const executions = records.filter((r) => r.kind === 'execution.observed');
     t.same(
       executions.map((r) => [r.upstream, r.code]),
@@ -204,6 +218,7 @@ t.test('a method the gate does not understand, a batch that acts, and headers th
     for (const reason of ['MCP_METHOD_NOT_ALLOWED', 'MCP_BATCH_REFUSED', 'MCP_HEADER_MISMATCH', 'MCP_UNREADABLE']) {
       t.equal(count(records, 'permit.rejected', reason), 1, `${reason} is recorded`);
     }
+    t.notOk(records.some((r) => r.tool !== undefined), 'with no tool: none of them is a call the gate read');
   }),
 );
 
@@ -216,8 +231,8 @@ t.test('shadow forwards every call and records what enforce would have done', (t
     const records = await h.records();
     const rejected = records.filter((r) => r.kind === 'permit.rejected');
     t.same(
-      rejected.map((r) => [r.mode, r.code]),
-      [['shadow', 'MISSING_PERMIT']],
+      rejected.map((r) => [r.mode, r.code, r.tool]),
+      [['shadow', 'MISSING_PERMIT', 'get_ticket']],
       'the would-be block is recorded',
     );
   }),

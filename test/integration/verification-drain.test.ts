@@ -157,6 +157,29 @@ for (const backend of appBackends()) {
       t.equal((await auditEvents(authority)).length, all.length);
     });
 
+    await t.test("an MCP tool call's records put the tool into the events' details; other records, older ones included, carry none", async (t) => {
+      const before = (await auditEvents(authority)).length;
+      const written: string[] = [];
+      for (const fields of [
+        record(authority, { kind: 'permit.rejected', gate: 'proxy:helpdesk', mode: 'shadow', code: 'MISSING_PERMIT', reason: 'no permit', tool: 'get_ticket' }),
+        record(authority, { kind: 'execution.observed', gate: 'proxy:helpdesk', upstream_status: '200', duration_ms: '4', upstream: 'answered', tool: 'get_ticket' }),
+        record(authority, { kind: 'permit.rejected', gate: 'proxy:helpdesk', code: 'MCP_METHOD_NOT_ALLOWED', reason: 'not a method the gate decides' }),
+      ]) {
+        tick();
+        written.push(await store.appendRecord(stream, fields));
+      }
+      t.same(await drainVerificationRecords(deps), { recorded: 3, duplicates: 0, invalid: 0 }, 'each record parses, with or without a tool');
+      const [refused, executed, methodRefused] = (await auditEvents(authority)).slice(before);
+      t.match(refused?.payload.details, { record_id: written[0], tool: 'get_ticket', verify_error_code: 'MISSING_PERMIT', mode: 'shadow' }, 'the refusal names its tool');
+      t.match(executed?.payload.details, { record_id: written[1], tool: 'get_ticket', upstream: 'answered' }, 'so does the execution');
+      t.notOk(methodRefused !== undefined && 'tool' in methodRefused.payload.details, 'a record without a tool gives an event without one');
+      const http = await auditEvents(authority);
+      t.notOk(
+        http.some((event) => event.payload.details.gate === 'proxy:demo' && 'tool' in event.payload.details),
+        "no HTTP route's event has a tool field",
+      );
+    });
+
     await t.test('a crash between commit and trim, and a lost cursor, record nothing twice', async (t) => {
       const before = (await auditEvents(authority)).length;
       tick();

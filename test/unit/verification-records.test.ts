@@ -37,9 +37,11 @@ t.test('every text field over its cap is clamped, and the result parses', async 
     reason: long(500),
     upstream_status: '12345',
     duration_ms: long(20),
+    tool: long(128),
   });
   const parsed = VerificationRecord.safeParse(fields);
   t.ok(parsed.success, parsed.success ? 'parses' : JSON.stringify(parsed.error.issues));
   t.equal(fields.reason?.length, 500);
   t.equal(fields.upstream_status, '123');
+  t.equal(fields.tool?.length, 128, 'the optional tool too');
 });

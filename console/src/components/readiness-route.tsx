@@ -1,11 +1,13 @@
 /**
  * One proxy route seen in shadow mode: READY or NOT READY (in words, the badge repeating them),
  * the API's own summary, what it verified and would have blocked over the window, the would-blocks
- * by refusal code (a table; a stacked list on a phone), and how to switch it to enforce.
+ * by refusal code (a table; a stacked list on a phone), for an MCP route each tool seen with its
+ * own verdict (readiness-tools.tsx), and how to switch it to enforce.
  */
 import { proxyRouteOf, type RouteReadinessWire } from '../readiness-api';
 import { Row, When } from './parts';
 import { SwitchRoute } from './readiness-switch';
+import { ReadinessTools } from './readiness-tools';
 
 function Reasons({ route }: { route: RouteReadinessWire }) {
   if (route.by_reason.length === 0) return <p data-testid="readiness-no-reasons">No would-block in the window.</p>;
@@ -74,8 +76,14 @@ export function ReadinessRoute({ route }: { route: RouteReadinessWire }) {
       </dl>
       <h4>Would-block by reason</h4>
       <Reasons route={route} />
+      {route.tools.length > 0 && (
+        <>
+          <h4>Tools</h4>
+          <ReadinessTools route={name} tools={route.tools} leftOff={route.tools_left_off} />
+        </>
+      )}
       <h4>How to switch it to enforce</h4>
-      <SwitchRoute route={name} ready={route.ready} />
+      <SwitchRoute route={name} ready={route.ready} mcp={route.tools.length > 0} />
     </article>
   );
 }
