@@ -26,10 +26,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { ProxyRoute } from '../config.js';
-import type { ExecutionRecords } from '../execution-records.js';
+import { recordExecution, type ExecutionRecords } from '../execution-records.js';
 import type { ExecutionOutcome, ResponseObserver } from '../forward.js';
 import type { Gate, GateDecision, GateRefusal, GateRoute } from '../gate.js';
-import { executionRecord } from '../gate-records.js';
 import { abortedWhenGone, bufferedBody, firstOf, queryOf, readBounded, streamedBody } from '../http-messages.js';
 import { countVerification, type ProxyMetrics, type RequestOutcome } from '../metrics.js';
 import { mcpRefusal, refusalAnswer } from './answers.js';
@@ -39,7 +38,7 @@ import { decodedHeaderValue, forEra, messageEra, protocolVersionContradiction, w
 import type { InlineGate } from './inline.js';
 import { errorResponse, INVALID_REQUEST, messageKind, metaPermit, PARSE_ERROR, parseMessages, toolErrorResult, withoutPermit, type JsonRpcMessage } from './jsonrpc.js';
 import { hiddenTools, serveToolList, type ToolListContext } from './tool-list.js';
-import { watchToolResult } from './tool-outcome.js';
+import { toolOutcome, watchToolResult } from './tool-outcome.js';
 
 /** What the forwarding server lends the MCP gate. */
 export interface McpServeContext extends ToolListContext {
@@ -216,29 +215,7 @@ async function serveToolCall(
   const result = await context.forward(body, added, permitted ? watch.observer : undefined);
   context.observe(route.name, result.status === null ? 'upstream_error' : decision.wouldBlock !== null ? 'would_block' : 'forwarded', started);
   if (!permitted) return;
-  const outcome = result.upstream === 'answered' ? watch.outcome() : undefined;
-  const tool =
-    outcome === undefined || result.code !== ''
-      ? { code: result.code, reason: result.reason }
-      : 'why' in outcome
-        ? { code: 'TOOL_RESULT_UNKNOWN', reason: outcome.why }
-        : outcome.isError
-          ? { code: 'TOOL_RESULT_ERROR', reason: 'the tool answered with isError: true' }
-          : { code: '', reason: 'the tool answered with isError: false' };
-  context.executionRecords.add(
-    executionRecord({
-      route: toolRoute,
-      mode: decision.mode,
-      requestId,
-      permitId: decision.permitId,
-      claims: decision.claims,
-      upstream: result.upstream,
-      upstreamStatus: result.status,
-      durationMs: result.durationMs,
-      atMs: Date.now(),
-      ...tool,
-    }),
-  );
+  recordExecution(context.executionRecords, { route: toolRoute, decision, requestId, result, outcome: toolOutcome(result, watch.outcome) });
 }
 
 /** The call's permit: from `_meta` or the header, undefined when neither, null when ambiguous or not a string. */
