@@ -6,8 +6,8 @@
  * route's for an unconfigured tool); a shadow refusal forwards the call, so the tool stays listed.
  * With `hide_denied_tools` (an inline route), also the enforced tools the policy denies this caller
  * whatever the arguments (tool-policy.ts); when the policy cannot be asked, the list is refused in
- * enforce (`AUTHORITY_UNAVAILABLE` or `JWKS_UNAVAILABLE`, a JSON-RPC error and a record) and passes
- * with only the first filtering in shadow.
+ * enforce (`AUTHORITY_UNAVAILABLE`, `EVALUATION_REFUSED` or `JWKS_UNAVAILABLE`: a JSON-RPC error
+ * and a record) and passes with only the filtering above in shadow.
  *
  * The answer is read as the server sends it: a JSON body (read whole, up to `MAX_TOOL_LIST_BYTES`)
  * or an event stream, read up to the event that carries the list's result; that event is rewritten

@@ -18,9 +18,8 @@
  * reading only those matched, or no rule matched and none reads anything else (the class's default
  * deny). A deny that rests on other facts (an amount, say: the call's arguments bring them), on
  * `now`, `risk` or `approvals`, or on a condition that failed, a hold, an escalate and an allow
- * keep the tool listed. The reading of a condition is textual and
- * conservative: a condition it cannot read with certainty (escapes, triple quotes, comments) counts
- * as reading everything.
+ * keep the tool listed. Conditions are read as text, conservatively: one that cannot be read with
+ * certainty (escapes, triple quotes, comments) counts as reading everything.
  *
  * A caller without a credential is not asked about (its calls are refused with a 401 anyway): the
  * list is filtered as without the option. Decisions that cannot be established (the authority
@@ -70,8 +69,10 @@ export async function policyDeniedTools(question: PolicyQuestion): Promise<Polic
   try {
     const client = await question.runtime.client();
     let next = 0;
+    let failed = false;
     const worker = async () => {
-      while (next < tools.length) {
+      // After a failure the list is refused whatever the others answer: ask nothing more.
+      while (next < tools.length && !failed) {
         const index = next++;
         const tool = tools[index]!;
         const evaluation = await client.evaluate({
@@ -85,7 +86,11 @@ export async function policyDeniedTools(question: PolicyQuestion): Promise<Polic
         if (deniedWhateverTheArguments(evaluation)) hidden.add(tool.name);
       }
     };
-    await Promise.all(Array.from({ length: Math.min(CONCURRENCY, tools.length) }, worker));
+    const guarded = () => worker().catch((error: unknown) => {
+      failed = true;
+      throw error;
+    });
+    await Promise.all(Array.from({ length: Math.min(CONCURRENCY, tools.length) }, guarded));
   } catch (error) {
     const refusal = evaluationFailure(error, 'the listed tools');
     logger.warn({ request_id: requestId, err: error, reason: refusal.reason }, 'tools/list: the policy could not be asked about the listed tools');
