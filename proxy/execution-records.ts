@@ -22,9 +22,11 @@
  *   const records = createExecutionRecords({ records: backlog });
  *   const gate = createGate({ ..., records: backlog, executionRecords: records });
  *   const proxy = createProxyServer({ ..., gate, executionRecords: records });
- *   records.add(executionRecord({ ... })); // what the server does after an answer
+ *   recordExecution(records, { route, decision, requestId, result }); // what the server does after an answer
  *   await records.close(); // on shutdown (proxy.close() does it)
  */
+import type { ExecutionOutcome } from './forward.js';
+import { executionRecord, type ExecutionRecordInput } from './gate-records.js';
 import type { RecordBacklog, RecordFields } from './record-backlog.js';
 
 export interface ExecutionRecordsOptions {
@@ -79,4 +81,36 @@ export function createExecutionRecords(options: ExecutionRecordsOptions): Execut
       await Promise.allSettled([...inFlight]);
     },
   };
+}
+
+/** What the server and the MCP gate know once a permitted request's upstream answered or failed. */
+export type ObservedExecution = Omit<ExecutionRecordInput, 'mode' | 'permitId' | 'claims' | 'upstream' | 'upstreamStatus' | 'durationMs' | 'atMs' | 'code' | 'reason'> & {
+  /** The gate's decision: its mode, permit and claims. */
+  decision: Pick<ExecutionRecordInput, 'mode' | 'permitId' | 'claims'>;
+  /** The forward's outcome (forward.ts). */
+  result: ExecutionOutcome & { durationMs: number };
+  /**
+   * Said instead of the forward's code and reason when the answer's content tells more (the MCP
+   * gate's tool result: tool-outcome.ts). Undefined: the forward's own.
+   */
+  outcome?: { code: string; reason: string } | undefined;
+};
+
+/** Adds the `execution.observed` record of one permitted request, stamped now. */
+export function recordExecution(records: Pick<ExecutionRecords, 'add'>, observed: ObservedExecution): void {
+  const { decision, result, outcome, ...rest } = observed;
+  records.add(
+    executionRecord({
+      ...rest,
+      mode: decision.mode,
+      permitId: decision.permitId,
+      claims: decision.claims,
+      upstream: result.upstream,
+      upstreamStatus: result.status,
+      durationMs: result.durationMs,
+      atMs: Date.now(),
+      code: outcome?.code ?? result.code,
+      reason: outcome?.reason ?? result.reason,
+    }),
+  );
 }

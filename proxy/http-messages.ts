@@ -171,6 +171,13 @@ function appendForwardedFor(prior: string | string[] | undefined, client: string
   return chain === '' ? client : `${chain}, ${client}`;
 }
 
+/** `headers` (name, value, …) without the `names` (lower case). */
+export function withoutHeaders(headers: string[], names: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i + 1 < headers.length; i += 2) if (!names.includes(headers[i]!.toLowerCase())) out.push(headers[i]!, headers[i + 1]!);
+  return out;
+}
+
 export function firstOf(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }

@@ -46,17 +46,16 @@ import { CountersignError } from '../shared/errors.js';
 import { ATTR } from '../shared/telemetry/attributes.js';
 import { tracing } from '../shared/telemetry/index.js';
 import type { ProxyConfig } from './config.js';
-import type { ExecutionRecords } from './execution-records.js';
+import { recordExecution, type ExecutionRecords } from './execution-records.js';
 import { executionOutcome, forwardRequest, unavailableError, upstreamOf, type ExecutionOutcome, type ResponseObserver, type Upstream } from './forward.js';
 import type { Gate } from './gate.js';
-import { executionRecord } from './gate-records.js';
 import { countVerification, UNMATCHED_ROUTE, type ProxyMetrics, type RequestOutcome } from './metrics.js';
 import { drainHttpServer } from './http-drain.js';
+import { exchangeToolList } from './mcp/exchange.js';
 import { createInlineGate, withheldHeaders } from './mcp/inline.js';
 import { serveMcp, type McpServeContext } from './mcp/serve.js';
-import type { UpstreamAnswer } from './mcp/tool-list.js';
 import { gateState, placeRequest, type GateState } from './placement.js';
-import { classifyUpstreamFailure, ProxyStopped } from './upstream-outcome.js';
+import { ProxyStopped } from './upstream-outcome.js';
 import {
   abortedWhenGone,
   type BufferedBody,
@@ -70,6 +69,7 @@ import {
   sendError,
   streamedBody,
   upgradeHead,
+  withoutHeaders,
 } from './http-messages.js';
 
 export interface ProxyState extends GateState {
@@ -158,7 +158,10 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
         authorityUrl: state.config.authority.url,
         forward: (body, added, observer) =>
           forward(req, res, state, { target, requestId, route: route.name, body, added, observer, ownLength: true, withheld: withheldHeaders(route.mcp!) }),
-        exchange: (body, added) => exchange(req, res, state, { target, requestId, route: route.name, body, added, withheld: withheldHeaders(route.mcp!) }),
+        exchange: (body, added) =>
+          exchangeToolList({ dispatcher: agent, metrics, logger }, req, res, {
+            upstream: state.upstream, permitHeader: state.config.permit_header, target, requestId, route: route.name, body, added, withheld: withheldHeaders(route.mcp!),
+          }),
         observe,
       };
       return serveMcp(context, req, res, { route, mcp: route.mcp, target, requestId, started });
@@ -198,23 +201,7 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
     const result = await forward(req, res, state, { target, requestId, route: route.name, body, added });
     const outcome: RequestOutcome = result.status === null ? 'upstream_error' : decision.wouldBlock !== null ? 'would_block' : 'forwarded';
     observe(route.name, outcome, started);
-    if (permitted) {
-      executionRecords.add(
-        executionRecord({
-          route,
-          mode: decision.mode,
-          requestId,
-          permitId: decision.permitId,
-          claims: decision.claims,
-          upstream: result.upstream,
-          upstreamStatus: result.status,
-          durationMs: result.durationMs,
-          atMs: Date.now(),
-          code: result.code,
-          reason: result.reason,
-        }),
-      );
-    }
+    if (permitted) recordExecution(executionRecords, { route, decision, requestId, result });
   }
 
   function observe(route: string, outcome: RequestOutcome, started: number): void {
@@ -275,32 +262,6 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
       if (!result.clientGone) sendError(res, input.requestId, unavailableError(result.failure));
     }
     return summary;
-  }
-
-  /**
-   * The MCP gate's `tools/list` (mcp/tool-list.ts): the upstream's answer handed back unread, in no
-   * content encoding, for the gate to rewrite; null when the upstream did not answer (the client got the 502).
-   */
-  async function exchange(req: IncomingMessage, res: ServerResponse, state: ProxyState, input: ForwardInput & { body: Buffer }): Promise<UpstreamAnswer | null> {
-    const headers = withoutHeaders(forwardHeaders(req, state.config.permit_header, input.requestId, input.added), ['content-length', 'accept-encoding', ...(input.withheld ?? [])]);
-    try {
-      const answer = await agent.request({
-        origin: state.upstream.origin,
-        path: state.upstream.pathPrefix + input.target,
-        method: 'POST',
-        headers,
-        body: input.body,
-        signal: abortedWhenGone(res),
-      });
-      return { status: answer.statusCode, headers: answer.headers, body: answer.body };
-    } catch (error) {
-      if (res.destroyed) return null; // the client went away: a list has nowhere to go
-      const failure = classifyUpstreamFailure(error, { dispatched: true, clientGone: false });
-      metrics.upstreamErrors.inc({ route: input.route });
-      logger.warn({ err: error, request_id: input.requestId, route: input.route, upstream: failure.upstream, code: failure.code }, 'upstream unavailable');
-      if (!res.destroyed) sendError(res, input.requestId, unavailableError(failure));
-      return null;
-    }
   }
 
   function handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
@@ -399,13 +360,6 @@ export function createProxyServer(options: ProxyServerOptions): ProxyServer {
       await executionRecords.close();
     },
   };
-}
-
-/** `headers` (name, value, …) without the `names` (lower case). */
-function withoutHeaders(headers: string[], names: readonly string[]): string[] {
-  const out: string[] = [];
-  for (let i = 0; i + 1 < headers.length; i += 2) if (!names.includes(headers[i]!.toLowerCase())) out.push(headers[i]!, headers[i + 1]!);
-  return out;
 }
 
 function shuttingDown(): CountersignError {

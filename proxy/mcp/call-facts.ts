@@ -23,6 +23,11 @@ export function argumentsDigest(args: Record<string, unknown>): string {
   return hash('sha256', canonicalJson(args), 'hex');
 }
 
+/** The target a call of `tool` binds, normalized as a bound fact; throws when it has no canonical form. */
+export function toolTarget(route: McpRoute, entry: McpTool, tool: string): { type: string; id: string } {
+  return normalizeBoundFact('target', { type: entry.target.type, id: entry.target.id ?? `${route.server}/${tool}` }) as { type: string; id: string };
+}
+
 /** Never throws: a fact the call does not carry, or cannot carry canonically, is `{ok: false}`. */
 export function callFacts(
   route: McpRoute,
@@ -35,7 +40,7 @@ export function callFacts(
   const derived = deriveFacts(entry, { params: {}, query, headers, body: args });
   if (!derived.ok) return derived;
   try {
-    derived.facts.target = normalizeBoundFact('target', { type: entry.target.type, id: entry.target.id ?? `${route.server}/${tool}` });
+    derived.facts.target = toolTarget(route, entry, tool);
   } catch (error) {
     return { ok: false, missing: 'target', reason: (error as Error).message };
   }

@@ -10,7 +10,9 @@
  * is the route's (`mcp.actor_id`, default `{permit: true}`), `target` is `{type: tool, id:
  * <server>/<tool>}` unless the entry sets it, and `arguments_digest` is always bound (call-facts.ts).
  * With `inline:` (inline-config.ts) the gate evaluates calls that bring no permit itself, as the
- * caller its credential names, so `actor_id` stays the permit's.
+ * caller its credential names, so `actor_id` stays the permit's. `hide_denied_tools: true` (inline
+ * routes only: the gate must know the caller and hold a key to ask with) leaves out of `tools/list`
+ * the tools the policy denies that caller whatever the arguments (tool-policy.ts).
  *
  * @example
  *   routes:
@@ -54,6 +56,8 @@ export interface McpRoute {
   readonly server: string;
   /** The gate decides calls that bring no permit (inline-config.ts, inline.ts). */
   readonly inline?: McpInline;
+  /** `tools/list` also leaves out the tools the policy denies the caller whatever the arguments (tool-policy.ts); inline routes only. */
+  readonly hide_denied_tools: boolean;
   /** In configuration order; the first match wins. */
   readonly tools: readonly McpTool[];
 }
@@ -79,6 +83,7 @@ const McpShape = z
     server: z.string().min(1).max(64).regex(/^[A-Za-z0-9._-]+$/, { message: 'letters, digits, . _ and - (it names the server in targets)' }),
     actor_id: z.unknown().optional(),
     inline: z.unknown().optional(),
+    hide_denied_tools: z.boolean().optional(),
     tools: z.array(z.unknown(), { message: 'a list of tools: [{name, action_type?, target?, facts?, mode?, block?}]' }),
   })
   .strict();
@@ -107,13 +112,23 @@ export function compileMcp(raw: unknown, pattern: PathPattern | undefined, repor
     report(['actor_id'], 'with inline, the actor is the caller the credential identifies: leave actor_id out');
     ok = false;
   }
+  if (raw.hide_denied_tools === true && raw.inline === undefined) {
+    // The policy is asked as the caller the credential identifies, with the gate's own key.
+    report(['hide_denied_tools'], "needs inline: the gate asks the policy about each tool as the caller inline's actor identifies, with inline's API key");
+    ok = false;
+  }
   const tools = raw.tools.map((entry, index) => {
     const tool = compileTool(entry, actorSource, pattern, (path, message) => report(path[0] === 'actor_id' ? ['actor_id', ...path.slice(1)] : ['tools', index, ...path], message));
     if (tool === undefined) ok = false;
     return tool;
   });
   if (!ok || !shape.success) return undefined;
-  return { server: shape.data.server, ...(inline !== undefined ? { inline } : {}), tools: tools.filter((tool) => tool !== undefined) };
+  return {
+    server: shape.data.server,
+    ...(inline !== undefined ? { inline } : {}),
+    hide_denied_tools: shape.data.hide_denied_tools ?? false,
+    tools: tools.filter((tool) => tool !== undefined),
+  };
 }
 
 function compileTool(raw: unknown, actorSource: unknown, pattern: PathPattern | undefined, report: Report): McpRouteDraft['tools'][number] | undefined {

@@ -75,6 +75,8 @@ export interface InlineGate {
    * for any other message.
    */
   watchInitialize(message: JsonRpcMessage): ResponseObserver | undefined;
+  /** Who calls an inline route, and the gate's client to evaluate with (tool-policy.ts asks about listed tools). */
+  runtime(inline: McpInline, authorityUrl: string): InlineRuntime;
 }
 
 export interface InlineGateOptions {
@@ -88,7 +90,7 @@ export interface InlineGateOptions {
 }
 
 /** What one inline configuration needs at run time, made on first use (a reload makes new ones). */
-interface InlineRuntime {
+export interface InlineRuntime {
   identify(headers: IncomingHttpHeaders): Promise<CallerIdentity>;
   client(): Promise<CountersignClient>;
 }
@@ -209,7 +211,7 @@ export function createInlineGate(options: InlineGateOptions): InlineGate {
     };
   }
 
-  return { decide, watchInitialize };
+  return { decide, watchInitialize, runtime: runtimeOf };
 }
 
 /** `capabilities.elicitation.url` in an `initialize`'s params. */
@@ -235,14 +237,14 @@ function pendingApproval(evaluation: EvaluateResponse, consoleUrl: string): Pend
 }
 
 /** The authority could not decide (unreachable, failing, rate limiting: 503) or refused the gate's request (403). */
-function evaluationFailure(error: unknown): GateRefusal {
+export function evaluationFailure(error: unknown, what = 'the call'): GateRefusal {
   if (!(error instanceof CountersignApiError)) {
-    return mcpRefusal('AUTHORITY_UNAVAILABLE', `the gate could not evaluate the call: ${(error as Error).message}`, 503);
+    return mcpRefusal('AUTHORITY_UNAVAILABLE', `the gate could not evaluate ${what}: ${(error as Error).message}`, 503);
   }
   if (error.status === 0 || error.status === 429 || error.status >= 500 || error.code === 'invalid_response') {
-    return mcpRefusal('AUTHORITY_UNAVAILABLE', `the authority could not evaluate the call (${error.code}): ${error.message}`, 503);
+    return mcpRefusal('AUTHORITY_UNAVAILABLE', `the authority could not evaluate ${what} (${error.code}): ${error.message}`, 503);
   }
-  return mcpRefusal('EVALUATION_REFUSED', `the authority refused the gate's evaluation of this call (${error.code}): ${error.message}`);
+  return mcpRefusal('EVALUATION_REFUSED', `the authority refused the gate's evaluation of ${what} (${error.code}): ${error.message}`);
 }
 
 /** RFC 6750's challenge: `invalid_token` when a token came, the protected resource metadata when configured. */

@@ -18,6 +18,7 @@
  *   with `isError` (tool-outcome.ts).
  * - On an inline route (`mcp.inline`), a call without a permit is evaluated by the gate itself
  *   (inline.ts); the permit it gets goes through the same verification and consume as a caller's.
+ * - `tools/list` is filtered (tool-list.ts), with `hide_denied_tools` by the policy too (tool-policy.ts).
  *
  * @example
  *   if (route.mcp !== undefined) return serveMcp(context, req, res, { route, mcp: route.mcp, target, requestId, started });
@@ -26,10 +27,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { ProxyRoute } from '../config.js';
-import type { ExecutionRecords } from '../execution-records.js';
+import { recordExecution, type ExecutionRecords } from '../execution-records.js';
 import type { ExecutionOutcome, ResponseObserver } from '../forward.js';
 import type { Gate, GateDecision, GateRefusal, GateRoute } from '../gate.js';
-import { executionRecord } from '../gate-records.js';
 import { abortedWhenGone, bufferedBody, firstOf, queryOf, readBounded, streamedBody } from '../http-messages.js';
 import { countVerification, type ProxyMetrics, type RequestOutcome } from '../metrics.js';
 import { mcpRefusal, refusalAnswer } from './answers.js';
@@ -38,8 +38,9 @@ import { ARGUMENTS_DIGEST_FACT, DEFAULT_TOOL_ACTION_TYPE, toolEntry, type McpRou
 import { decodedHeaderValue, forEra, messageEra, protocolVersionContradiction, withoutGateInput } from './era.js';
 import type { InlineGate } from './inline.js';
 import { errorResponse, HEADER_MISMATCH, INVALID_REQUEST, messageKind, metaPermit, PARSE_ERROR, parseMessages, toolErrorResult, withoutPermit, type JsonRpcMessage } from './jsonrpc.js';
-import { hiddenTools, serveToolList, type ToolListContext } from './tool-list.js';
-import { watchToolResult } from './tool-outcome.js';
+import { serveToolList, toolHiding, type ToolHiding, type ToolListContext } from './tool-list.js';
+import { policyDeniedTools } from './tool-policy.js';
+import { toolOutcome, watchToolResult } from './tool-outcome.js';
 
 /** What the forwarding server lends the MCP gate. */
 export interface McpServeContext extends ToolListContext {
@@ -127,10 +128,10 @@ export async function serveMcp(context: McpServeContext, req: IncomingMessage, r
   const message = messages[0]!;
   const kind = messageKind(message);
   if (kind === 'pass') {
-    const hidden = message.method === 'tools/list' ? hiddenTools(request.mcp, route.mode) : undefined;
-    if (hidden === undefined) return forwardAsSent('passthrough', request.mcp.inline === undefined ? undefined : context.inline.watchInitialize(message));
+    const hiding = message.method === 'tools/list' ? toolHiding(request.mcp, route.mode, policyAsker(context, req, request)) : undefined;
+    if (hiding === undefined) return forwardAsSent('passthrough', request.mcp.inline === undefined ? undefined : context.inline.watchInitialize(message));
     const send = (status: number, body: unknown) => sendJson(res, request.requestId, status, forEra(messageEra(req.headers, message), body));
-    return serveToolList(context, res, { route, requestId: request.requestId, started, send }, message, Buffer.concat(read.chunks), hidden);
+    return serveToolList(context, res, { route, requestId: request.requestId, started, send }, message, Buffer.concat(read.chunks), hiding);
   }
   if (kind === 'unknown') {
     const what = message.id === undefined ? `the notification ${message.method}` : `the method ${message.method}`;
@@ -216,29 +217,15 @@ async function serveToolCall(
   const result = await context.forward(body, added, permitted ? watch.observer : undefined);
   context.observe(route.name, result.status === null ? 'upstream_error' : decision.wouldBlock !== null ? 'would_block' : 'forwarded', started);
   if (!permitted) return;
-  const outcome = result.upstream === 'answered' ? watch.outcome() : undefined;
-  const tool =
-    outcome === undefined || result.code !== ''
-      ? { code: result.code, reason: result.reason }
-      : 'why' in outcome
-        ? { code: 'TOOL_RESULT_UNKNOWN', reason: outcome.why }
-        : outcome.isError
-          ? { code: 'TOOL_RESULT_ERROR', reason: 'the tool answered with isError: true' }
-          : { code: '', reason: 'the tool answered with isError: false' };
-  context.executionRecords.add(
-    executionRecord({
-      route: toolRoute,
-      mode: decision.mode,
-      requestId,
-      permitId: decision.permitId,
-      claims: decision.claims,
-      upstream: result.upstream,
-      upstreamStatus: result.status,
-      durationMs: result.durationMs,
-      atMs: Date.now(),
-      ...tool,
-    }),
-  );
+  recordExecution(context.executionRecords, { route: toolRoute, decision, requestId, result, outcome: toolOutcome(result, watch.outcome) });
+}
+
+/** How a `tools/list` on an inline route asks the policy about the caller's tools (tool-policy.ts); undefined elsewhere. */
+function policyAsker(context: McpServeContext, req: IncomingMessage, request: McpRequest): ToolHiding['policy'] {
+  const { inline } = request.mcp;
+  if (inline === undefined) return undefined;
+  const runtime = context.inline.runtime(inline, context.authorityUrl);
+  return (tools) => policyDeniedTools({ runtime, headers: req.headers, tools, requestId: request.requestId, logger: context.logger });
 }
 
 /** The call's permit: from `_meta` or the header, undefined when neither, null when ambiguous or not a string. */

@@ -4,6 +4,10 @@
  * agree. Removed: tools whose entry has `block: true`, and tools that match no entry
  * (`TOOL_NOT_CONFIGURED`), each only where that refusal is enforced (the entry's mode, or the
  * route's for an unconfigured tool); a shadow refusal forwards the call, so the tool stays listed.
+ * With `hide_denied_tools` (an inline route), also the enforced tools the policy denies this caller
+ * whatever the arguments (tool-policy.ts); when the policy cannot be asked, the list is refused in
+ * enforce (`AUTHORITY_UNAVAILABLE`, `EVALUATION_REFUSED` or `JWKS_UNAVAILABLE`: a JSON-RPC error
+ * and a record) and passes with only the filtering above in shadow.
  *
  * The answer is read as the server sends it: a JSON body (read whole, up to `MAX_TOOL_LIST_BYTES`)
  * or an event stream, read up to the event that carries the list's result; that event is rewritten
@@ -14,21 +18,23 @@
  * (`MCP_LIST_TOO_LARGE`, a JSON-RPC error and a record), and passes unchanged in shadow.
  *
  * @example
- *   const hidden = hiddenTools(mcp, route.mode);
- *   if (hidden !== undefined) return serveToolList(context, res, { route, requestId, started }, message, body, hidden);
+ *   const hiding = toolHiding(mcp, route.mode, (tools) => policyDeniedTools({ runtime, headers, tools, requestId, logger }));
+ *   if (hiding !== undefined) return serveToolList(context, res, { route, requestId, started, send }, message, body, hiding);
  */
 import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { ProxyRoute } from '../config.js';
 import { isPlainObject } from '../fact-sources.js';
-import type { Gate, GateRoute } from '../gate.js';
+import type { Gate, GateRefusal, GateRoute } from '../gate.js';
 import { firstOf, responseHeaders } from '../http-messages.js';
 import { countVerification, type ProxyMetrics, type RequestOutcome } from '../metrics.js';
 import type { ProxyMode } from '../modes.js';
 import { mcpRefusal, refusalAnswer } from './answers.js';
+import { toolTarget } from './call-facts.js';
 import { DEFAULT_TOOL_ACTION_TYPE, toolEntry, type McpRoute } from './config.js';
 import { errorResponse, type JsonRpcId, type JsonRpcMessage } from './jsonrpc.js';
 import { eventData, EVENT_BOUNDARY } from './tool-outcome.js';
+import type { ListedTool, PolicyHiding } from './tool-policy.js';
 
 /** Lists past this size are not read: refused in enforce, passed unchanged in shadow. */
 export const MAX_TOOL_LIST_BYTES = 4 * 1024 * 1024;
@@ -63,17 +69,48 @@ export interface ToolListRequest {
   send(status: number, body: unknown): void;
 }
 
+/** Which listed tools to remove. */
+export interface ToolHiding {
+  /** Removed whoever asks: blocked in enforce, or unconfigured on an enforcing route. */
+  always(name: string): boolean;
+  /** Asks the policy about the enforced tools still listed (tool-policy.ts); undefined without `hide_denied_tools`. */
+  policy: ((tools: ListedTool[]) => Promise<PolicyHiding>) | undefined;
+  /** The tools the policy is asked about: still listed, configured, not blocked, enforced. */
+  candidates(names: readonly string[]): ListedTool[];
+}
+
 /**
  * Which listed tools to remove, or undefined when this route removes none (the list then passes
- * unread): a tool whose entry blocks it in enforce, or, on an enforcing route, one no entry matches.
+ * unread): a tool whose entry blocks it in enforce, or, on an enforcing route, one no entry
+ * matches; with `policy` (a route with `hide_denied_tools`), also those the policy denies the caller.
  */
-export function hiddenTools(mcp: McpRoute, routeMode: ProxyMode): ((name: string) => boolean) | undefined {
+export function toolHiding(mcp: McpRoute, routeMode: ProxyMode, policy: ToolHiding['policy']): ToolHiding | undefined {
   const blocks = mcp.tools.some((entry) => entry.block && entry.mode === 'enforce');
   const unconfigured = routeMode === 'enforce' && !mcp.tools.some((entry) => entry.name === '*');
-  if (!blocks && !unconfigured) return undefined;
-  return (name) => {
-    const entry = toolEntry(mcp, name);
-    return entry === undefined ? routeMode === 'enforce' : entry.block && entry.mode === 'enforce';
+  const asks = mcp.hide_denied_tools && policy !== undefined && mcp.tools.some((entry) => !entry.block && entry.mode === 'enforce');
+  if (!blocks && !unconfigured && !asks) return undefined;
+  return {
+    always(name) {
+      const entry = toolEntry(mcp, name);
+      return entry === undefined ? routeMode === 'enforce' : entry.block && entry.mode === 'enforce';
+    },
+    policy: asks ? policy : undefined,
+    candidates(names) {
+      const tools: ListedTool[] = [];
+      for (const name of new Set(names)) {
+        const entry = toolEntry(mcp, name);
+        // Only an enforced tool's calls are decided by the policy for this caller (inline.ts).
+        if (entry === undefined || entry.block || entry.mode !== 'enforce') continue;
+        let target: ListedTool['target'];
+        try {
+          target = toolTarget(mcp, entry, name);
+        } catch {
+          continue; // no call of it can bind its target: the policy is not what refuses it
+        }
+        tools.push({ name, actionType: entry.action_type, target });
+      }
+      return tools;
+    },
   };
 }
 
@@ -83,7 +120,7 @@ export async function serveToolList(
   request: ToolListRequest,
   message: JsonRpcMessage,
   body: Buffer,
-  hidden: (name: string) => boolean,
+  hiding: ToolHiding,
 ): Promise<void> {
   const { route, requestId, started } = request;
   const answer = await context.exchange(body, { 'x-countersign-mode': route.mode });
@@ -91,35 +128,60 @@ export async function serveToolList(
   const kind = listKind(answer);
   const iterator = answer.body[Symbol.asyncIterator]();
   const read: Buffer[] = [];
+  let outcome: RequestOutcome = 'passthrough';
+  const done = () => context.observe(route.name, outcome, started);
+  /** A refusal of the whole list: true when it is answered (enforce), false when the list passes (shadow). */
+  const refused = async (refusal: GateRefusal, words: string): Promise<boolean> => {
+    const routeLevel: GateRoute = { name: route.name, mode: route.mode, action_type: DEFAULT_TOOL_ACTION_TYPE };
+    const decision = await context.gate.refuseRequest({ route: routeLevel, requestId, refusal });
+    countVerification(context.metrics, route, decision);
+    outcome = decision.action === 'block' ? 'blocked' : 'would_block';
+    if (decision.action === 'forward') {
+      context.logger.info({ request_id: requestId, route: route.name, reason: refusal.reason }, `shadow: would have blocked: ${words}`);
+      return false;
+    }
+    context.logger.warn({ request_id: requestId, route: route.name, reason: refusal.reason }, `tools/list refused: ${words}`);
+    answer.body.destroy();
+    request.send(200, errorResponse(message.id!, INTERNAL_ERROR, refusalAnswer(decision, undefined)));
+    done();
+    return true;
+  };
+  /** Writes the list found, filtered, then the rest of the answer. */
+  const filtered = async (list: FoundList, rest: AsyncIterator<Buffer> | undefined): Promise<void> => {
+    let hidden = hiding.always;
+    if (hiding.policy !== undefined) {
+      const names = list.tools.flatMap((tool) => (isPlainObject(tool) && typeof tool.name === 'string' && !hiding.always(tool.name) ? [tool.name] : []));
+      const verdict = await hiding.policy(hiding.candidates(names));
+      if (verdict.kind === 'unavailable') {
+        if (await refused(verdict.refusal, 'the policy could not be asked about the listed tools')) return;
+      } else if (verdict.names.size > 0) {
+        hidden = (name) => hiding.always(name) || verdict.names.has(name);
+      }
+    }
+    const tools = list.tools.filter((tool) => !(isPlainObject(tool) && typeof tool.name === 'string' && hidden(tool.name)));
+    return finish(res, answer, requestId, [Buffer.from(list.write(tools))], rest, done);
+  };
   if (kind !== undefined) {
     let size = 0;
     for (;;) {
       const next = await nextChunk(iterator, res);
-      if (next === null) return context.observe(route.name, 'passthrough', started); // the client went away
+      if (next === null) return done(); // the client went away
       if (next.done) {
-        const rewritten = rewrite(kind, Buffer.concat(read).toString('utf8'), message.id!, hidden, true);
-        return finish(res, answer, requestId, rewritten === undefined ? read : [Buffer.from(rewritten)], undefined, () => context.observe(route.name, 'passthrough', started));
+        const list = foundList(kind, Buffer.concat(read).toString('utf8'), message.id!, true);
+        return list === undefined ? finish(res, answer, requestId, read, undefined, done) : filtered(list, undefined);
       }
       size += next.value.length;
       if (size > MAX_TOOL_LIST_BYTES) break;
       read.push(next.value);
       if (kind === 'events') {
-        const rewritten = rewrite(kind, Buffer.concat(read).toString('utf8'), message.id!, hidden, false);
-        if (rewritten !== undefined) return finish(res, answer, requestId, [Buffer.from(rewritten)], iterator, () => context.observe(route.name, 'passthrough', started));
+        const list = foundList(kind, Buffer.concat(read).toString('utf8'), message.id!, false);
+        if (list !== undefined) return filtered(list, iterator);
       }
     }
     const refusal = mcpRefusal('MCP_LIST_TOO_LARGE', `the MCP server's tools/list answer is larger than ${MAX_TOOL_LIST_BYTES} bytes, too large to filter`);
-    const routeLevel: GateRoute = { name: route.name, mode: route.mode, action_type: DEFAULT_TOOL_ACTION_TYPE };
-    const decision = await context.gate.refuseRequest({ route: routeLevel, requestId, refusal });
-    countVerification(context.metrics, route, decision);
-    if (decision.action === 'block') {
-      context.logger.warn({ request_id: requestId, route: route.name, reason: refusal.reason }, 'tools/list refused: too large to filter');
-      answer.body.destroy();
-      request.send(200, errorResponse(message.id!, INTERNAL_ERROR, refusalAnswer(decision, undefined)));
-      return context.observe(route.name, 'blocked', started);
-    }
+    if (await refused(refusal, 'too large to filter')) return;
   }
-  return finish(res, answer, requestId, read, iterator, () => context.observe(route.name, kind === undefined ? 'passthrough' : 'would_block', started));
+  return finish(res, answer, requestId, read, iterator, done);
 }
 
 type ListKind = 'json' | 'events';
@@ -134,35 +196,53 @@ function listKind(answer: UpstreamAnswer): ListKind | undefined {
   return undefined;
 }
 
+/** The list result for the request found in the answer: its tools, and the answer's text with other tools in their place. */
+interface FoundList {
+  tools: unknown[];
+  write(tools: unknown[]): string;
+}
+
 /**
- * The answer's text with the list filtered, or undefined when it holds no list result for `id`
- * (yet: an event stream is read on until its result's event is whole). `complete`: the whole
- * answer has been read (a trailing event without its blank line counts).
+ * The list result for `id` in the answer's text, or undefined when it holds none (yet: an event
+ * stream is read on until its result's event is whole). `complete`: the whole answer has been
+ * read (a trailing event without its blank line counts).
  */
-function rewrite(kind: ListKind, text: string, id: JsonRpcId, hidden: (name: string) => boolean, complete: boolean): string | undefined {
+function foundList(kind: ListKind, text: string, id: JsonRpcId, complete: boolean): FoundList | undefined {
   if (kind === 'json') {
     const value = parseJson(text);
-    const filtered = filteredAnswer(value, id, hidden);
-    return filtered === undefined ? undefined : JSON.stringify(filtered);
+    const tools = listedTools(value, id);
+    return tools === undefined ? undefined : { tools, write: (kept) => JSON.stringify(withTools(value, kept)) };
   }
   // Events and the blank lines between them, in order; the last piece may be an event still arriving.
   const pieces = text.split(EVENT_BOUNDARY);
   const whole = complete ? pieces.length : pieces.length - 1;
   for (let index = 0; index < whole; index += 2) {
     const event = pieces[index]!;
-    const filtered = filteredAnswer(parseJson(eventData(event)), id, hidden);
-    if (filtered === undefined) continue;
-    pieces[index] = withData(event, JSON.stringify(filtered));
-    return pieces.join('');
+    const value = parseJson(eventData(event));
+    const tools = listedTools(value, id);
+    if (tools === undefined) continue;
+    return {
+      tools,
+      write(kept) {
+        const written = [...pieces];
+        written[index] = withData(event, JSON.stringify(withTools(value, kept)));
+        return written.join('');
+      },
+    };
   }
   return undefined;
 }
 
-/** The JSON-RPC answer with the hidden tools removed, or undefined when `value` is not the list result for `id`. */
-function filteredAnswer(value: unknown, id: JsonRpcId, hidden: (name: string) => boolean): unknown {
+/** The tools of the JSON-RPC answer, or undefined when `value` is not the list result for `id`. */
+function listedTools(value: unknown, id: JsonRpcId): unknown[] | undefined {
   if (!isPlainObject(value) || value.id !== id || !isPlainObject(value.result) || !Array.isArray(value.result.tools)) return undefined;
-  const tools = value.result.tools.filter((tool) => !(isPlainObject(tool) && typeof tool.name === 'string' && hidden(tool.name)));
-  return { ...value, result: { ...value.result, tools } };
+  return value.result.tools;
+}
+
+/** The list result `value` (listedTools found its tools) holding `tools` instead. */
+function withTools(value: unknown, tools: unknown[]): unknown {
+  const answer = value as Record<string, unknown> & { result: Record<string, unknown> };
+  return { ...answer, result: { ...answer.result, tools } };
 }
 
 /** The event with its data lines replaced by one holding `data` (its other fields, `id:` and `event:`, kept in place). */

@@ -9,9 +9,10 @@
  *   const watch = watchToolResult(7);
  *   await forwardRequest(agent, res, { ..., observer: watch.observer });
  *   watch.outcome(); // { isError: false } | { isError: true } | { isError: undefined, why: '…' }
+ *   recordExecution(records, { ..., result, outcome: toolOutcome(result, watch.outcome) });
  */
 import { isPlainObject } from '../fact-sources.js';
-import type { ResponseObserver } from '../forward.js';
+import type { ExecutionOutcome, ResponseObserver } from '../forward.js';
 import type { JsonRpcId } from './jsonrpc.js';
 
 /** Tool results past this size are not read for `isError` (the record then says it is unknown). */
@@ -59,6 +60,17 @@ export function watchToolResult(id: JsonRpcId): ToolResultWatch {
       return { isError: undefined, why: 'the answer holds no result for the call' };
     },
   };
+}
+
+/**
+ * What the call's `execution.observed` record says of it: the forward's code when the answer is
+ * missing or cut short (undefined: the forward's own), else what the tool result said.
+ */
+export function toolOutcome(result: ExecutionOutcome, outcome: () => ToolOutcome): { code: string; reason: string } | undefined {
+  if (result.upstream !== 'answered' || result.code !== '') return undefined;
+  const read = outcome();
+  if ('why' in read) return { code: 'TOOL_RESULT_UNKNOWN', reason: read.why };
+  return read.isError ? { code: 'TOOL_RESULT_ERROR', reason: 'the tool answered with isError: true' } : { code: '', reason: 'the tool answered with isError: false' };
 }
 
 function jsonMessages(text: string): unknown[] {

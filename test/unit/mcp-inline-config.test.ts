@@ -46,3 +46,11 @@ t.test('every bad field of inline is reported by its path', async (t) => {
   t.match(errorOf({ inline: { api_key: 'k', actor: { jwt } }, actor_id: { header: 'x-actor' } }), /routes\.0\.mcp\.actor_id: with inline, the actor is the caller/, 'an actor source beside inline');
   t.match(errorOf({ inline: { api_key: 'k', actor: { jwt }, pass_tokens: true } }), /routes\.0\.mcp\.inline/, 'an unknown key');
 });
+
+t.test('hide_denied_tools: off by default, and only beside inline', async (t) => {
+  t.equal(parseProxyConfig({ ...base, routes: [route({})] }).routes[0]!.mcp!.hide_denied_tools, false, 'off unless asked for');
+  const on = parseProxyConfig({ ...base, routes: [route({ inline: { api_key: 'k', actor: { jwt } }, hide_denied_tools: true })] });
+  t.equal(on.routes[0]!.mcp!.hide_denied_tools, true);
+  t.match(errorOf({ hide_denied_tools: true }), /routes\.0\.mcp\.hide_denied_tools: needs inline/, 'without inline the gate knows neither the caller nor a key to ask with');
+  t.match(errorOf({ inline: { api_key: 'k', actor: { jwt } }, hide_denied_tools: 'yes' }), /routes\.0\.mcp\.hide_denied_tools/, 'a boolean');
+});
