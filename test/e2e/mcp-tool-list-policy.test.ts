@@ -128,7 +128,7 @@ t.test('the authority unreachable: tools/list is a JSON-RPC error in enforce, th
     t.match((error as McpError).data, { reason: 'AUTHORITY_UNAVAILABLE' }, 'the reason says the authority could not be asked');
 
     const shadow = await setUp(t, h, { authorityUrl: deadUrl, mode: 'shadow' });
-    t.same(await shadow.list('support-1'), ['drop_tables', 'fail_ticket', 'get_ticket', 'slow_export'], 'on a shadow route the list passes');
+    t.same(await shadow.list('support-1'), ['drop_tables', 'fail_ticket', 'get_ticket', 'issue_refund', 'slow_export'], 'on a shadow route the list passes');
 
     const records = await eventually('both refusals recorded', async () => {
       const all = (await h.records()).filter((r) => r.kind === 'permit.rejected' && r.code === 'AUTHORITY_UNAVAILABLE');
