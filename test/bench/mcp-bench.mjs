@@ -11,13 +11,19 @@
  *                                the arguments' digest bound)
  *   mcp tools/list direct        `tools/list` straight to the upstream
  *   mcp tools/list gated         the same through the gate (a method that passes without a permit)
+ *   mcp tools/call inline        the call without a permit, from the agent an `x-agent-id` header
+ *                                names: the gate evaluates it at the authority (running, unlike
+ *                                in the permit rows), then verifies and consumes the permit it got
  *
  * Then the ratios: each gated row against its direct row (throughput, CPU per call, added p99),
  * and against the HTTP rows of the same run when they ran (a call with a permit against the
- * enforced route, tools/list against pass-through).
+ * enforced route, tools/list against pass-through). The inline row is set against the call with a
+ * permit and against the same evaluation sent straight to the authority, all three in an open loop
+ * at a rate the authority can evaluate beside the rest on the machine (`INLINE_RATE`): what
+ * deciding inline adds should be one evaluation's round trip.
  *
  * @example
- *   const mcp = await runMcpRows({ proxy, upstream, measure, mint: mintMcpCalls, gatedClosedLoop, options, log });
+ *   const mcp = await runMcpRows({ proxy, upstream, evaluation: { server: authority, request: mcpEvaluateRequest(key) }, measure, mint: mintMcpCalls, gatedClosedLoop, options, log });
  *   reportMcp(log, mcp, { http: rows, rate: 1000 });
  */
 import { createHash } from 'node:crypto';
@@ -38,21 +44,34 @@ const mcpRequest = (body) => ({ method: 'POST', path: MCP_PATH, headers: HEADERS
 
 const CALL = mcpRequest(message('tools/call', { name: TOOL, arguments: ARGUMENTS }));
 const LIST = mcpRequest(message('tools/list'));
+/** The call an unmodified client makes: no permit, the agent named by the header the route trusts. */
+const INLINE_CALL = { ...CALL, headers: { ...HEADERS, 'x-agent-id': ACTOR } };
+/** The open loop of the inline comparison: an evaluation per call, well within what the authority serves here. */
+const INLINE_RATE = 250;
 
 export const MCP_ROWS = {
   callDirect: 'mcp tools/call direct',
   callGated: 'mcp tools/call gated',
+  callInline: 'mcp tools/call inline',
   listDirect: 'mcp tools/list direct',
   listGated: 'mcp tools/list gated',
 };
 
+/** The evaluation that allows one tool call: what a caller asks before bringing a permit, and what the gate asks inline. */
+const CALL_EVALUATION = {
+  action_type: 'agent.tool.invoke',
+  actor_id: ACTOR,
+  context: { target: { type: 'tool', id: `bench/${TOOL}` }, arguments_digest: ARGUMENTS_DIGEST },
+};
+
+/** `POST /v1/evaluate` of the call, as the load generator sends it to the authority (any allow answer will do). */
+export function mcpEvaluateRequest(key) {
+  return { method: 'POST', path: '/v1/evaluate', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(CALL_EVALUATION) };
+}
+
 /** `count` tool calls for the gate, each with a fresh permit of its own in `_meta`. */
 export function mintMcpCalls(authority, key, count, signal) {
-  const evaluation = {
-    action_type: 'agent.tool.invoke',
-    actor_id: ACTOR,
-    context: { target: { type: 'tool', id: `bench/${TOOL}` }, arguments_digest: ARGUMENTS_DIGEST },
-  };
+  const evaluation = CALL_EVALUATION;
   return mintRequests(authority, key, count, signal, () => ({
     evaluation,
     request: (token) => mcpRequest(message('tools/call', { name: TOOL, arguments: ARGUMENTS, _meta: { 'countersign/permit': token } })),
@@ -73,7 +92,7 @@ async function answerOf(upstream, req) {
  * bench's. Resolves the rows, the gated calls answered as expected (each reached the upstream
  * once) and the probes.
  */
-export async function runMcpRows({ proxy, upstream, measure, mint, gatedClosedLoop, options, log }) {
+export async function runMcpRows({ proxy, upstream, evaluation, measure, mint, gatedClosedLoop, options, log }) {
   const expect = { call: { status: 200, body: await answerOf(upstream, CALL) }, list: { status: 200, body: await answerOf(upstream, LIST) } };
   const warmupMs = options.warmupSeconds * 1000;
   const windowMs = options.seconds * 1000;
@@ -102,9 +121,25 @@ export async function runMcpRows({ proxy, upstream, measure, mint, gatedClosedLo
   log(`running: ${MCP_ROWS.callGated}, open loop`);
   const openCalls = await mint(`${MCP_ROWS.callGated}-open`, Math.ceil(((warmupMs + windowMs) / 1000) * options.rate) + 10);
   rows.open[MCP_ROWS.callGated] = await measureCall({ name: MCP_ROWS.callGated, server: proxy, mode: 'open', requests: openCalls, reuse: false, warmupMs, windowMs, pauseAuthority: true });
-  const gatedOk = gated.probe.ok + gated.result.ok + rows.open[MCP_ROWS.callGated].ok;
-  return { rows, probes, gatedOk };
+  log(`running: ${MCP_ROWS.callInline}, closed loop (the authority running: it evaluates every call)`);
+  rows.closed[MCP_ROWS.callInline] = await measureCall({ name: MCP_ROWS.callInline, server: proxy, mode: 'closed', requests: [INLINE_CALL], reuse: true, warmupMs, windowMs });
+  // Both ways at the same rate, the permits minted beforehand and the authority paused for the
+  // permit row as in the rows above; running for the inline row.
+  const inline = {};
+  log(`running: ${MCP_ROWS.callGated}, open loop at ${INLINE_RATE}/s`);
+  const slowCalls = await mint(`${MCP_ROWS.callGated}-${INLINE_RATE}`, Math.ceil(((warmupMs + windowMs) / 1000) * INLINE_RATE) + 10);
+  inline.permit = await measureCall({ name: MCP_ROWS.callGated, server: proxy, mode: 'open', rate: INLINE_RATE, requests: slowCalls, reuse: false, warmupMs, windowMs, pauseAuthority: true });
+  log(`running: ${MCP_ROWS.callInline}, open loop at ${INLINE_RATE}/s`);
+  inline.inline = await measureCall({ name: MCP_ROWS.callInline, server: proxy, mode: 'open', rate: INLINE_RATE, requests: [INLINE_CALL], reuse: true, warmupMs, windowMs });
+  log(`running: POST /v1/evaluate straight to the authority, open loop at ${INLINE_RATE}/s`);
+  inline.evaluate = await measure({ name: 'POST /v1/evaluate', server: evaluation.server, mode: 'open', rate: INLINE_RATE, requests: [evaluation.request], reuse: true, expect: { status: 200 }, warmupMs, windowMs });
+  // Every call answered with the tool's result reached the upstream with a permit, inline ones too.
+  const gatedOk = gated.probe.ok + gated.result.ok + rows.open[MCP_ROWS.callGated].ok + rows.closed[MCP_ROWS.callInline].ok + inline.permit.ok + inline.inline.ok;
+  return { rows, inline, probes, gatedOk };
 }
+
+/** A process's CPU per call in µs, from its share of a core over the row's window. */
+const cpuPerCall = (row, process) => (row.cpu[process] * 1e4) / row.perSecond;
 
 /** "a ÷ b = r" of two figures, or why it cannot be said. */
 function versus(a, b, unit, digits = 0) {
@@ -121,7 +156,7 @@ export function reportMcp(log, mcp, { http, rate }) {
   const order = [MCP_ROWS.callDirect, MCP_ROWS.callGated, MCP_ROWS.listDirect, MCP_ROWS.listGated];
   log('');
   log('MCP rows, closed loop (throughput):');
-  log(table(order.map((name) => closed[name])));
+  log(table([...order, MCP_ROWS.callInline].map((name) => closed[name])));
   log('');
   log(`MCP rows, open loop at ${rate}/s:`);
   log(table(order.map((name) => open[name])));
@@ -144,7 +179,16 @@ export function reportMcp(log, mcp, { http, rate }) {
   log(formatTable(['row', '÷ direct, per s', 'proxy µs/call', `added p99 ms at ${rate}/s`, 'HTTP row', 'HTTP proxy µs/req', 'HTTP added p99 ms'], cells, 1));
   log(`  tools/call with a permit, proxy CPU per call against the enforced route's: ${versus(perRequest(closed[MCP_ROWS.callGated]), http?.closed['countersign enforce'] ? perRequest(http.closed['countersign enforce']) : Number.NaN, 'µs')}`);
   log(`  tools/list, proxy CPU per call against pass-through's:                     ${versus(perRequest(closed[MCP_ROWS.listGated]), http?.closed['countersign pass-through'] ? perRequest(http.closed['countersign pass-through']) : Number.NaN, 'µs')}`);
-  for (const row of [...Object.values(closed), ...Object.values(open), ...mcp.probes]) {
+  const { permit, inline, evaluate } = mcp.inline;
+  log('');
+  log(`MCP inline decisions against a permit the caller brings, and the evaluation alone, open loop at ${permit.load}:`);
+  log(table([permit, inline, evaluate]));
+  log(`  inline adds ${fmt(inline.p50 - permit.p50, 2)} ms at p50 and ${fmt(inline.p99 - permit.p99, 2)} ms at p99; ` +
+    `the evaluation alone takes ${fmt(evaluate.p50, 2)} ms at p50 and ${fmt(evaluate.p99, 2)} ms at p99`);
+  const closedInline = closed[MCP_ROWS.callInline];
+  log(`  CPU per call, closed loop: proxy ${fmt(perRequest(closedInline), 0)} µs inline against ${fmt(perRequest(closed[MCP_ROWS.callGated]), 0)} µs with a permit; ` +
+    `authority ${fmt(cpuPerCall(closedInline, 'authority'), 0)} µs and Redis + Postgres ${fmt(cpuPerCall(closedInline, 'stores'), 0)} µs for the evaluation`);
+  for (const row of [...Object.values(closed), ...Object.values(open), permit, inline, evaluate, ...mcp.probes]) {
     for (const { kind, count, example } of row.errorKinds) log(`errors in "${row.name}" (${row.load}): ${count} × ${kind}, e.g. ${example}`);
   }
 }

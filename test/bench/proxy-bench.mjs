@@ -59,7 +59,7 @@ import { report } from './proxy-report.mjs';
 import { reportDurability, runDurabilityRows, startDurabilitySetups } from './durability-bench.mjs';
 import { localStorePids, mintPermitRequests, PASS_REQUEST, PERMIT_HEADER, proxyYaml, setUpOrganization } from './proxy-setup.mjs';
 import { runSoak } from './proxy-soak.mjs';
-import { mintMcpCalls, reportMcp, runMcpRows } from './mcp-bench.mjs';
+import { mcpEvaluateRequest, mintMcpCalls, reportMcp, runMcpRows } from './mcp-bench.mjs';
 import { measureFloorParts } from './floor-bench.mjs';
 
 const UPSTREAM_BODY = '{"ok":true,"service":"bench-upstream"}';
@@ -252,10 +252,11 @@ export async function runProxyBench(options) {
       databaseUrl: database.url, redisUrl, dir, bootstrapKey, secretKey: randomBytes(32).toString('base64'), configYaml: authorityYaml('test/bench/proxy-bench.mjs'),
     });
     const keyFile = join(dir, 'proxy.key');
-    const org = await setUpOrganization(authority.url, bootstrapKey, keyFile);
+    const mcpInlineKeyFile = join(dir, 'mcp-inline.key');
+    const org = await setUpOrganization(authority.url, bootstrapKey, keyFile, mcpInlineKeyFile);
     const upstream = await startBenchServer('upstream', { body: UPSTREAM_BODY });
-    const servers = durabilityOnly || mcpOnly ? null : await startServers({ options, dir, redisUrl, upstream, authority, keyFile, org, log });
-    const proxy = servers?.proxy ?? (mcpOnly ? await startBenchProxy({ options, dir, redisUrl, upstream, authority, keyFile, org }) : null);
+    const servers = durabilityOnly || mcpOnly ? null : await startServers({ options, dir, redisUrl, upstream, authority, keyFile, mcpInlineKeyFile, org, log });
+    const proxy = servers?.proxy ?? (mcpOnly ? await startBenchProxy({ options, dir, redisUrl, upstream, authority, keyFile, mcpInlineKeyFile, org }) : null);
     // Every mode's Redis and proxy now, so a mode that cannot run fails before anything is measured.
     durabilitySetups = mcpOnly ? null : await startDurabilitySetups({ upstream, authority, keyFile, orgId: org.id, log });
     const idleRss = servers && rssBytes(servers.proxy.pid);
@@ -279,7 +280,8 @@ export async function runProxyBench(options) {
       log(`  minted ${count} permits for "${tag}" in ${((performance.now() - started) / 1000).toFixed(1)} s (POST /v1/evaluate)`);
       return requests;
     };
-    const mcp = proxy ? await runMcpRows({ proxy, upstream, measure, mint: mintCalls, gatedClosedLoop, options, log }) : null;
+    const evaluation = { server: authority, request: mcpEvaluateRequest(bootstrapKey) };
+    const mcp = proxy ? await runMcpRows({ proxy, upstream, evaluation, measure, mint: mintCalls, gatedClosedLoop, options, log }) : null;
     const durability = durabilitySetups
       ? await runDurabilityRows({
           setups: durabilitySetups.setups, measureWith, gatedClosedLoop, mint, pgPids: await localStorePids(undefined, options.databaseUrl),
@@ -326,7 +328,7 @@ export async function runProxyBench(options) {
 }
 
 /** The servers of the rows before the durability rows: nginx when it starts, the proxy, the engines, the naive gate. */
-async function startServers({ options, dir, redisUrl, upstream, authority, keyFile, org, log }) {
+async function startServers({ options, dir, redisUrl, upstream, authority, keyFile, mcpInlineKeyFile, org, log }) {
   const nginxBinary = findNginx();
   // nginx is the yardstick, not the subject: one that will not start is reported and skipped.
   const nginx = nginxBinary
@@ -335,7 +337,7 @@ async function startServers({ options, dir, redisUrl, upstream, authority, keyFi
         return null;
       })
     : null;
-  const proxy = await startBenchProxy({ options, dir, redisUrl, upstream, authority, keyFile, org });
+  const proxy = await startBenchProxy({ options, dir, redisUrl, upstream, authority, keyFile, mcpInlineKeyFile, org });
   return {
     upstream, nginx, proxy, authority,
     nginxNote: nginx ? `nginx ${nginxVersion(nginxBinary)}` : nginxBinary ? 'nginx skipped' : 'nginx: not installed, skipped',
@@ -352,9 +354,9 @@ async function startServers({ options, dir, redisUrl, upstream, authority, keyFi
 }
 
 /** The proxy of the rows: the enforced route, pass-through, and the MCP route. */
-function startBenchProxy({ options, dir, redisUrl, upstream, authority, keyFile, org }) {
+function startBenchProxy({ options, dir, redisUrl, upstream, authority, keyFile, mcpInlineKeyFile, org }) {
   return startCountersignProxy({
     dir, redisUrl, cpuProfileDir: options.cpuProfileDir,
-    yaml: proxyYaml({ upstream: upstream.url, authority: authority.url, keyFile, organization: org.id, mcp: true }),
+    yaml: proxyYaml({ upstream: upstream.url, authority: authority.url, keyFile, organization: org.id, mcpInlineKeyFile }),
   });
 }

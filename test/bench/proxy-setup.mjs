@@ -5,7 +5,7 @@
  * depends on no internal module), and fresh permits minted in bulk with `POST /v1/evaluate`.
  *
  * @example
- *   const org = await setUpOrganization(authority.url, bootstrapKey, join(dir, 'proxy.key'));
+ *   const org = await setUpOrganization(authority.url, bootstrapKey, join(dir, 'proxy.key'), join(dir, 'mcp-inline.key'));
  *   const requests = await mintPermitRequests(authority.url, bootstrapKey, 'enforce', 20_000, signal);
  *   const calls = await mintRequests(authority.url, bootstrapKey, 1_000, signal, (i) => ({ evaluation, request: (token) => … }));
  */
@@ -92,12 +92,17 @@ action_classes:
 
 /**
  * The MCP route of the proxy bench's MCP rows (mcp-bench.mjs): the upstream's demo MCP server at
- * `/mcp`, its tools decided by permit (targets `bench/<tool>`, the arguments' digest bound).
+ * `/mcp`, its tools decided by permit (targets `bench/<tool>`, the arguments' digest bound); a
+ * call without a permit is decided inline, for the agent its `x-agent-id` header names, with the
+ * key in `inlineKeyFile`.
  */
-const MCP_ROUTE = `  - name: mcp
+const mcpRoute = (inlineKeyFile) => `  - name: mcp
     match: { path: /mcp }
     mcp:
       server: bench
+      inline:
+        api_key_file: ${inlineKeyFile}
+        actor: { header: x-agent-id }
       tools:
         - name: "*"
 `;
@@ -105,11 +110,11 @@ const MCP_ROUTE = `  - name: mcp
 /**
  * The proxy in front of the upstream: everything but `POST /echo/:id` passes through; that route
  * is enforced with facts from the path, a header and constants (config/proxy.yaml's route), so
- * no body is read. With `mcp`, also the MCP route at `/mcp` (left out otherwise, so that builds
- * from before MCP routes take the configuration). Log level and Redis come from the environment
- * the bench gives the child.
+ * no body is read. With `mcpInlineKeyFile`, also the MCP route at `/mcp` (left out otherwise, so
+ * that builds from before MCP routes take the configuration). Log level and Redis come from the
+ * environment the bench gives the child.
  */
-export function proxyYaml({ upstream, authority, keyFile, organization, mcp = false }) {
+export function proxyYaml({ upstream, authority, keyFile, organization, mcpInlineKeyFile }) {
   return ({ listen, adminListen }) => `# Written by test/bench/proxy-bench.mjs.
 listen: ${listen}
 admin_listen: ${adminListen}
@@ -131,7 +136,7 @@ routes:
       target:
         type: { const: demo }
         id: { path: id }
-${mcp ? MCP_ROUTE : ''}`;
+${mcpInlineKeyFile ? mcpRoute(mcpInlineKeyFile) : ''}`;
 }
 
 // ── The authority's API ───────────────────────────────────────────────────────────────────────
@@ -150,15 +155,18 @@ async function api(base, key, method, path, body) {
 }
 
 /**
- * The bootstrap organization with the bench policy, and the proxy's own key (scope
- * verify:execute) in `keyFile` (0600), as an operator would set a gate up. The naive baseline uses
- * the same key to fetch the JWKS.
+ * The bootstrap organization with the bench policy, the proxy's own key (scope verify:execute) in
+ * `keyFile` and the MCP route's inline key (evaluate:write, for the bench's agent only) in
+ * `mcpInlineKeyFile` (both 0600), as an operator would set a gate up. The naive baseline uses the
+ * proxy's key to fetch the JWKS.
  */
-export async function setUpOrganization(authority, bootstrapKey, keyFile) {
+export async function setUpOrganization(authority, bootstrapKey, keyFile, mcpInlineKeyFile) {
   const self = await api(authority, bootstrapKey, 'GET', '/v1-api-key-self');
   await api(authority, bootstrapKey, 'PUT', '/v1/policies', { source: POLICY, format: 'yaml' });
   const created = await api(authority, bootstrapKey, 'POST', '/v1/api-keys', { name: 'bench proxy', scopes: ['verify:execute'] });
   await writeFile(keyFile, `${created.secret}\n`, { mode: 0o600 });
+  const inline = await api(authority, bootstrapKey, 'POST', '/v1/api-keys', { name: 'bench MCP gate', scopes: ['evaluate:write'], allowed_actors: [ACTOR] });
+  await writeFile(mcpInlineKeyFile, `${inline.secret}\n`, { mode: 0o600 });
   return { id: self.organization_id, proxyKey: created.secret };
 }
 
