@@ -220,6 +220,9 @@ async function measure(entry, mode, context) {
   const traced = TRACED.has(entry.label);
   if (context.throwawayRedis) await emptyStore(context.redisUrl);
   await openEpoch(context.redisUrl);
+  // Permits carry whole seconds: one minted in the epoch's own second would predate it for a build
+  // that compares in milliseconds (builds from before whole-second permits), and be refused.
+  await sleep(1_100);
   const proxy = await startGate(entry, mode, context);
   const exportsBefore = traced ? await sinkStats(context.sink) : null;
   let measured;
