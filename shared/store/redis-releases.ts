@@ -4,8 +4,10 @@
  * Redis (the connection dropped mid-consume, as in a failover), it is kept here and sent again,
  * every half second and at each reconnection, until Redis has run it: on the old primary if it
  * is back, or on the new one, which holds the consume if it was replicated before the change.
- * The release script only removes the marker that carries the consume's nonce, so running it late
- * or twice never undoes another consume.
+ * An undo counts once it is as durable as the consume was meant to be (the store waits for the
+ * same acknowledgement after it): one the old primary took but no replica did would be lost in a
+ * failover. The release script only removes the marker that carries the consume's nonce, so running
+ * it late or twice never undoes another consume.
  *
  * @example
  *   const owed = new PendingReleases((release) => client.countersignRelease(...release.keys, release.nonce));
@@ -28,6 +30,8 @@ export class PendingReleases {
   #pending: PendingRelease[] = [];
   #timer: NodeJS.Timeout | undefined;
   #flushing = false;
+  /** Of the owed undos, how many a flush is sending now. */
+  #sending = 0;
   /** Undos dropped past the bound: their permits may stay marked as used. */
   givenUp = 0;
 
@@ -35,8 +39,9 @@ export class PendingReleases {
     this.#send = send;
   }
 
+  /** Undos owed, those being sent again included. */
   get size(): number {
-    return this.#pending.length;
+    return this.#pending.length + this.#sending;
   }
 
   add(release: PendingRelease): void {
@@ -55,10 +60,12 @@ export class PendingReleases {
     try {
       const batch = this.#pending;
       this.#pending = [];
+      this.#sending = batch.length;
       const outcomes = await Promise.allSettled(batch.map((release) => this.#send(release)));
       const failed = batch.filter((_, i) => outcomes[i]!.status === 'rejected');
       this.#pending = [...failed, ...this.#pending];
     } finally {
+      this.#sending = 0;
       this.#flushing = false;
       if (this.#pending.length === 0) this.stop();
     }

@@ -37,7 +37,7 @@ import { acknowledgementCommand, acknowledgementError, type AcknowledgementPlan 
 import { fieldPairs, recordArgument } from './redis-arguments.js';
 import { RedisConnection } from './redis-connection.js';
 import { checkDurabilityOf, DurabilityKeeper } from './redis-durability.js';
-import { PendingReleases } from './redis-releases.js';
+import { PendingReleases, type PendingRelease } from './redis-releases.js';
 import { requiredReplicas, SentinelView } from './redis-replicas.js';
 import { ENSURE_EPOCH_SCRIPT, CONSUME_SCRIPT, CONSUME_SCRIPT_SHA, RELEASE_SCRIPT, TAKE_TOKEN_SCRIPT } from './redis-scripts.js';
 import { createRedisClient, measureClockOffset, primariesOf } from './redis-topology.js';
@@ -147,7 +147,7 @@ export class RedisStore implements SharedStore {
       // The same, when the periodic read finds the connection on a server Sentinel no longer names.
       () => client.disconnect(true),
     );
-    this.#releases = new PendingReleases(({ keys, nonce }) => this.#connection.run(this.#commandTimeoutMs, (c) => c.countersignRelease(keys.length, ...keys, nonce)));
+    this.#releases = new PendingReleases((release) => this.#connection.run(this.#commandTimeoutMs, (c) => this.#releaseDurably(c, release)));
     // A new connection may lead to another server (a failover): its clock and replicas are read anew.
     this.#connection = new RedisConnection(client, {
       onReady: () => {
@@ -206,8 +206,13 @@ export class RedisStore implements SharedStore {
         if (abandoned) throw new StoreError('STORE_UNAVAILABLE', 'the consume completed after its caller gave up');
       } catch (error) {
         // Undo exactly this consume, so the refused request leaves its permit usable and no
-        // record of a use that did not happen; owed until Redis runs it.
-        await client.countersignRelease(release.keys.length, ...release.keys, nonce).catch(() => this.#releases.add(release));
+        // record of a use that did not happen. The caller is answered once the undo has run; its
+        // acknowledgement is waited for after. An undo that could not run or was not acknowledged
+        // is owed, and sent again until it is.
+        await client.countersignRelease(release.keys.length, ...release.keys, nonce).then(
+          () => void this.#awaitDurable(client, marker, Date.now() + this.#commandTimeoutMs * 0.9).catch(() => this.#releases.add(release)),
+          () => this.#releases.add(release),
+        );
         throw error;
       }
       return 'consumed';
@@ -420,6 +425,17 @@ export class RedisStore implements SharedStore {
     } catch (error) {
       return { reply: loaded, notDurable: error };
     }
+  }
+
+  /**
+   * Undoes a consume that did not count and waits until the undo is as durable as the consume was
+   * meant to be: an undo the old primary took but no replica did would be lost in a failover, and
+   * the promoted replica would keep the consume's marker and record. Rejects when it is not
+   * acknowledged; the caller then owes it (PendingReleases), and sending it again is harmless.
+   */
+  async #releaseDurably(client: Client, release: PendingRelease): Promise<void> {
+    await client.countersignRelease(release.keys.length, ...release.keys, release.nonce);
+    await this.#awaitDurable(client, release.keys[0]!, Date.now() + this.#commandTimeoutMs * 0.9);
   }
 
   /** What acknowledges a write in this durability mode (null: nothing to wait for), read from the servers. */

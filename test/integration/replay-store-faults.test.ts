@@ -231,6 +231,29 @@ t.test('durability replica: records are read only from a primary that has its re
   t.equal(await plain.countRecords(STREAM), 1, 'the record stays in the stream');
 });
 
+t.test('durability replica: the undo of a consume that was not acknowledged is owed until a replica acknowledges it too', async (t) => {
+  const primary = await startRedisProcess(t, { persistence: 'none' });
+  if (!primary) return;
+  const replica = await startRedisProcess(t, { persistence: 'none', args: ['--replicaof', '127.0.0.1', String(primary.port)] });
+  if (!replica) return;
+  await (await commandCounter(t, primary.url)).untilReplicaConnected();
+  const store = redisStore(t, { url: primary.url, durability: 'replica' });
+  const epoch = await store.ensureEpoch(EPOCH_KEY);
+  t.equal(await store.consumePermit(key('first'), TTL_MS, record('first'), fenced(epoch)), 'consumed', 'a consume while the replica keeps up');
+  const marker = `countersign:once:${key('u')}`;
+
+  // A stalled replica acknowledges nothing: neither the consume nor its undo.
+  replica.pause();
+  await t.rejects(store.consumePermit(key('u'), TTL_MS, record('u'), fenced(epoch)), { code: 'STORE_NOT_DURABLE' }, 'the consume is not acknowledged, so it does not count');
+  t.equal(await primary.command('EXISTS', marker), ':0', 'the primary has run the undo');
+  t.ok(await until(() => store.pendingReleases === 1), 'and, no replica having acknowledged it, the undo is owed');
+
+  replica.resume();
+  t.ok(await until(() => store.pendingReleases === 0), 'once the replica is back, the owed undo is acknowledged');
+  t.equal(await replica.command('EXISTS', marker), ':0', 'the replica holds no marker of the consume that did not count');
+  t.equal(await replica.command('XLEN', `countersign:stream:${STREAM}`), ':1', 'nor its record (the first consume\'s is the only one)');
+});
+
 t.test('the start check: a store without AOF or replicas cannot keep aof or replica', async (t) => {
   const redis = await startRedisProcess(t, { persistence: 'none' });
   if (!redis) return;
@@ -306,4 +329,13 @@ async function commandCounter(t: Test, url: string) {
       throw new Error('the replica did not connect');
     },
   });
+}
+
+/** Polls `condition` every 50 ms for up to 10 s; whether it came true. */
+async function until(condition: () => boolean): Promise<boolean> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    if (condition()) return true;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return condition();
 }
