@@ -56,14 +56,19 @@ export function createRedisClient(topology: RedisTopology, timeouts: RedisTimeou
     // a permit already refused.
     maxRetriesPerRequest: 0,
     autoResendUnfulfilledCommands: false,
-    // After a failover the old primary answers a write READONLY, and a WAIT (after a read) with
-    // this error; reconnecting finds the new one.
+    // After a failover the old primary answers a write READONLY; reconnecting finds the new one.
+    reconnectOnError: (error: Error) => error.message.startsWith('READONLY'),
+  } satisfies RedisOptions;
+  // One server or a Sentinel-managed primary: a demoted primary also answers a WAIT (after a read)
+  // with this error. A Cluster finds its slots' new primaries itself, by refreshing its slot map.
+  const followsDemotion = {
     reconnectOnError: (error: Error) => /^(READONLY|ERR WAIT cannot be used with replica)/.test(error.message),
   } satisfies RedisOptions;
   switch (topology.kind) {
     case 'single':
       return new Redis(topology.url, {
         ...failFast,
+        ...followsDemotion,
         enableOfflineQueue: false,
         retryStrategy: reconnectDelay,
         enableAutoPipelining: false,
@@ -71,6 +76,7 @@ export function createRedisClient(topology: RedisTopology, timeouts: RedisTimeou
     case 'sentinel':
       return new Redis({
         ...failFast,
+        ...followsDemotion,
         sentinels: topology.sentinels,
         name: topology.name,
         ...(topology.username ? { username: topology.username } : {}),
