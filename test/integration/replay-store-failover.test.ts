@@ -31,6 +31,10 @@ import { redisServerBinary } from '../helpers/redis-process.js';
 
 const NOTHING_FORBIDDEN = { usedTwice: 0, replayable: 0, recordsLost: 0, falseVerifications: 0 };
 
+// Five failovers of real Redis servers under load, each waiting for Sentinel or the Cluster to
+// promote a replica: on a busy 2-core machine, longer than .taprc's two minutes per file.
+t.setTimeout(5 * 60_000);
+
 function store(t: Test, options: RedisStoreOptions): RedisStore {
   const opened = new RedisStore(options);
   t.teardown(() => opened.close());
