@@ -181,12 +181,9 @@ t.test('durability aof (appendfsync always): a consume and its record survive SI
 });
 
 t.test('durability replica: the consume and its acknowledgement go in one pipeline; after SCRIPT FLUSH the script is loaded again', async (t) => {
-  const primary = await startRedisProcess(t, { persistence: 'none' });
-  if (!primary) return;
-  const replica = await startRedisProcess(t, { persistence: 'none', args: ['--replicaof', '127.0.0.1', String(primary.port)] });
-  if (!replica) return;
-  const calls = await commandCounter(t, primary.url);
-  await calls.untilReplicaConnected();
+  const servers = await primaryWithReplica(t);
+  if (!servers) return;
+  const { primary, calls } = servers;
   const store = redisStore(t, { url: primary.url, durability: 'replica' });
   t.ok((await store.checkDurability()).ok, 'the store can keep replica');
   const epoch = await store.ensureEpoch(EPOCH_KEY);
@@ -211,12 +208,9 @@ t.test('durability replica: the consume and its acknowledgement go in one pipeli
 });
 
 t.test('durability replica: records are read only from a primary that has its replicas (a switchover\'s old primary holds consumes that never counted)', async (t) => {
-  const primary = await startRedisProcess(t, { persistence: 'none' });
-  if (!primary) return;
-  const replica = await startRedisProcess(t, { persistence: 'none', args: ['--replicaof', '127.0.0.1', String(primary.port)] });
-  if (!replica) return;
-  const calls = await commandCounter(t, primary.url);
-  await calls.untilReplicaConnected();
+  const servers = await primaryWithReplica(t);
+  if (!servers) return;
+  const { primary, replica, calls } = servers;
   const store = redisStore(t, { url: primary.url, durability: 'replica' });
   const epoch = await store.ensureEpoch(EPOCH_KEY);
   t.equal(await store.consumePermit(key('r1'), TTL_MS, record('r1'), fenced(epoch)), 'consumed');
@@ -232,11 +226,9 @@ t.test('durability replica: records are read only from a primary that has its re
 });
 
 t.test('durability replica: the undo of a consume that was not acknowledged is owed until a replica acknowledges it too', async (t) => {
-  const primary = await startRedisProcess(t, { persistence: 'none' });
-  if (!primary) return;
-  const replica = await startRedisProcess(t, { persistence: 'none', args: ['--replicaof', '127.0.0.1', String(primary.port)] });
-  if (!replica) return;
-  await (await commandCounter(t, primary.url)).untilReplicaConnected();
+  const servers = await primaryWithReplica(t);
+  if (!servers) return;
+  const { primary, replica } = servers;
   const store = redisStore(t, { url: primary.url, durability: 'replica' });
   const epoch = await store.ensureEpoch(EPOCH_KEY);
   t.equal(await store.consumePermit(key('first'), TTL_MS, record('first'), fenced(epoch)), 'consumed', 'a consume while the replica keeps up');
@@ -338,4 +330,15 @@ async function until(condition: () => boolean): Promise<boolean> {
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   return condition();
+}
+
+/** A primary and its replica, of this test's own, once the replica is in sync; undefined without redis-server. */
+async function primaryWithReplica(t: Test) {
+  const primary = await startRedisProcess(t, { persistence: 'none' });
+  if (!primary) return undefined;
+  const replica = await startRedisProcess(t, { persistence: 'none', args: ['--replicaof', '127.0.0.1', String(primary.port)] });
+  if (!replica) return undefined;
+  const calls = await commandCounter(t, primary.url);
+  await calls.untilReplicaConnected();
+  return { primary, replica, calls };
 }
