@@ -14,13 +14,13 @@ import { Client as ModernClient, StreamableHTTPClientTransport as ModernTranspor
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { UrlElicitationRequiredError } from '@modelcontextprotocol/sdk/types.js';
-import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import t, { type Test } from 'tap';
 import { request } from 'undici';
 import type { VerificationRecord } from '../../shared/wire/verification-records.js';
 import { appBackends } from '../helpers/backends.js';
 import { closeServer, listen } from '../helpers/loopback.js';
 import { FIRST_STATELESS_VERSION } from '../../proxy/mcp/era.js';
+import { startJwtIssuer } from '../helpers/jwt-issuer.js';
 import { startMcpUpstream } from '../helpers/mcp-upstream.js';
 import { startMcpUpstreamV2 } from '../helpers/mcp-upstream-v2.js';
 import { eventually, proxyConfig, withHarness, type Harness } from '../helpers/proxy-harness.js';
@@ -52,22 +52,6 @@ action_classes:
 
 const TOOLS = [{ name: 'get_ticket', facts: { ticket: { argument: '/id' } } }, { name: 'drop_tables' }];
 
-/** An OAuth issuer on loopback: its JWKS over HTTP, and tokens for any audience. */
-async function startIssuer(t: Test) {
-  const { publicKey, privateKey } = await generateKeyPair('EdDSA', { crv: 'Ed25519', extractable: true });
-  const jwk = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'EdDSA', use: 'sig' };
-  const server = createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [jwk] })));
-  const url = await listen(server);
-  t.teardown(() => closeServer(server));
-  const issuer = `${url}/`;
-  return {
-    issuer,
-    jwksUrl: `${url}/jwks.json`,
-    sign: (sub: string, audience: string) =>
-      new SignJWT({}).setProtectedHeader({ alg: 'EdDSA', kid: 'k1' }).setSubject(sub).setIssuer(issuer).setAudience(audience).setIssuedAt().setExpirationTime('10m').sign(privateKey),
-  };
-}
-
 interface Setup {
   mcp: { executions: Record<string, number>; authorizations?: Array<string | undefined> };
   endpoint: string;
@@ -83,7 +67,7 @@ async function setUp(t: Test, h: Harness, options: { sessions?: boolean; inline?
     body: JSON.stringify({ source: POLICY, format: 'yaml' }),
   });
   if (put.statusCode !== 200) throw new Error(`PUT /v1/policies answered ${put.statusCode}: ${await put.body.text()}`);
-  const issuer = await startIssuer(t);
+  const issuer = await startJwtIssuer(t);
   const mcp = options.v2 === true ? await startMcpUpstreamV2(t) : await startMcpUpstream(t, { sessions: options.sessions ?? false });
   const proxy = await h.startProxy({ upstream: mcp.url });
   const endpoint = `${proxy.url}/mcp`;

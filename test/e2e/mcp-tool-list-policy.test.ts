@@ -13,11 +13,11 @@ import { createServer } from 'node:http';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
-import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import t, { type Test } from 'tap';
 import { request } from 'undici';
 import { appBackends } from '../helpers/backends.js';
 import { closeServer, listen } from '../helpers/loopback.js';
+import { startJwtIssuer } from '../helpers/jwt-issuer.js';
 import { startMcpUpstream } from '../helpers/mcp-upstream.js';
 import { eventually, proxyConfig, withHarness, type Harness } from '../helpers/proxy-harness.js';
 
@@ -52,19 +52,6 @@ action_classes:
 
 const TOOLS = [{ name: 'get_ticket' }, { name: 'fail_ticket' }, { name: 'slow_export', facts: { steps: { argument: '/steps' } } }, { name: 'drop_tables' }];
 
-/** An OAuth issuer on loopback: its JWKS over HTTP, and tokens for any subject. */
-async function startIssuer(t: Test) {
-  const { publicKey, privateKey } = await generateKeyPair('EdDSA', { crv: 'Ed25519', extractable: true });
-  const jwk = { ...(await exportJWK(publicKey)), kid: 'k1', alg: 'EdDSA', use: 'sig' };
-  const server = createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [jwk] })));
-  const url = await listen(server);
-  t.teardown(() => closeServer(server));
-  const issuer = `${url}/`;
-  const sign = (sub: string, audience: string) =>
-    new SignJWT({}).setProtectedHeader({ alg: 'EdDSA', kid: 'k1' }).setSubject(sub).setIssuer(issuer).setAudience(audience).setIssuedAt().setExpirationTime('10m').sign(privateKey);
-  return { issuer, jwksUrl: `${url}/jwks.json`, sign };
-}
-
 /** The MCP server behind the proxy on an inline route with hide_denied_tools; `list(sub)` lists its tools as that caller. */
 async function setUp(t: Test, h: Harness, options: { authorityUrl?: string; mode?: 'enforce' | 'shadow' } = {}) {
   const put = await request(`${h.authorityUrl}/v1/policies`, {
@@ -73,7 +60,7 @@ async function setUp(t: Test, h: Harness, options: { authorityUrl?: string; mode
     body: JSON.stringify({ source: POLICY, format: 'yaml' }),
   });
   if (put.statusCode !== 200) throw new Error(`PUT /v1/policies answered ${put.statusCode}: ${await put.body.text()}`);
-  const issuer = await startIssuer(t);
+  const issuer = await startJwtIssuer(t);
   const mcp = await startMcpUpstream(t, { sessions: false });
   const proxy = await h.startProxy({ upstream: mcp.url });
   const endpoint = `${proxy.url}/mcp`;
