@@ -29,7 +29,7 @@
 import { createHash } from 'node:crypto';
 import { request } from 'undici';
 import { fmt, formatTable } from './bench-common.mjs';
-import { perRequest, table } from './proxy-report.mjs';
+import { cpuPerRequest, perRequest, table } from './proxy-report.mjs';
 import { ACTOR, mintRequests } from './proxy-setup.mjs';
 
 const MCP_PATH = '/mcp';
@@ -138,9 +138,6 @@ export async function runMcpRows({ proxy, upstream, evaluation, measure, mint, g
   return { rows, inline, probes, gatedOk };
 }
 
-/** A process's CPU per call in µs, from its share of a core over the row's window. */
-const cpuPerCall = (row, process) => (row.cpu[process] * 1e4) / row.perSecond;
-
 /** "a ÷ b = r" of two figures, or why it cannot be said. */
 function versus(a, b, unit, digits = 0) {
   if (!(Number.isFinite(a) && Number.isFinite(b)) || b === 0) return 'not measured';
@@ -187,7 +184,7 @@ export function reportMcp(log, mcp, { http, rate }) {
     `the evaluation alone takes ${fmt(evaluate.p50, 2)} ms at p50 and ${fmt(evaluate.p99, 2)} ms at p99`);
   const closedInline = closed[MCP_ROWS.callInline];
   log(`  CPU per call, closed loop: proxy ${fmt(perRequest(closedInline), 0)} µs inline against ${fmt(perRequest(closed[MCP_ROWS.callGated]), 0)} µs with a permit; ` +
-    `authority ${fmt(cpuPerCall(closedInline, 'authority'), 0)} µs and Redis + Postgres ${fmt(cpuPerCall(closedInline, 'stores'), 0)} µs for the evaluation`);
+    `authority ${fmt(cpuPerRequest(closedInline, 'authority'), 0)} µs and Redis + Postgres ${fmt(cpuPerRequest(closedInline, 'stores'), 0)} µs for the evaluation`);
   for (const row of [...Object.values(closed), ...Object.values(open), permit, inline, evaluate, ...mcp.probes]) {
     for (const { kind, count, example } of row.errorKinds) log(`errors in "${row.name}" (${row.load}): ${count} × ${kind}, e.g. ${example}`);
   }

@@ -34,8 +34,11 @@ const OTHER_LOAD_WARNING = 25;
 const mb = (bytes) => `${fmt(bytes / 2 ** 20, 1)} MB`;
 const verdict = (pass) => (pass ? 'PASS' : 'MISS');
 
+/** A process's CPU per request in µs (`process`: a key of the row's `cpu`), from its share of a core over the window. */
+export const cpuPerRequest = (row, process) => (row.cpu[process] * 1e4) / row.perSecond;
+
 /** The measured server's CPU per request in µs: steadier than throughput when the machine is shared. */
-export const perRequest = (row) => (row.cpu.server * 1e4) / row.perSecond;
+export const perRequest = (row) => cpuPerRequest(row, 'server');
 
 export function table(rows) {
   const header = ['scenario', 'load', 'requests', 'per s', 'p50 ms', 'p99 ms', 'errors', 'server µs/req', 'server cpu', 'upstream cpu', 'authority cpu', 'redis+pg cpu', 'gen cpu', 'other cpu', 'machine busy'];
