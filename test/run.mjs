@@ -6,7 +6,8 @@
  * likewise a 3-primary Redis Cluster (REDIS_CLUSTER_NODES) and a Redis Sentinel group
  * (REDIS_SENTINELS, REDIS_SENTINEL_MASTER), exported to the test processes as those variables.
  * Prints `N passed, N failed` last (N = named subtests one level inside each test file, plus test
- * files that failed without a failing subtest) and exits with tap's exit code.
+ * files that failed without a failing subtest), after a `failed: file › subtest` line for each
+ * failure, and exits with tap's exit code.
  *
  * The browser tests (test/browser/: Chromium, the console) run after the rest, one file at a
  * time: a Chromium beside three other test files would starve the CPU-bound ones on a 2-core
@@ -81,9 +82,14 @@ async function startRedisSentinel() {
  */
 function createCounter() {
   const counts = { passed: 0, failed: 0 };
-  let file; // { failedSubtests, failed }
+  /** `file › subtest` for each failure, so the end of a long run names what failed. */
+  const failures = [];
+  let file; // { name, failedSubtests, failed }
   const finish = () => {
-    if (file?.failed && file.failedSubtests === 0) counts.failed++;
+    if (file?.failed && file.failedSubtests === 0) {
+      counts.failed++;
+      failures.push(file.name.replace(/ # time=\S+$/, ''));
+    }
     file = undefined;
   };
   const line = (text) => {
@@ -93,22 +99,24 @@ function createCounter() {
       if (sub[1] && /# TODO\b/.test(text)) return;
       if (sub[1]) {
         counts.failed++;
+        failures.push(`${file?.name ?? '?'} › ${(sub[2] ?? '').replace(/^ - /, '').replace(/ # time=\S+$/, '')}`);
         if (file) file.failedSubtests++;
       } else {
         counts.passed++;
       }
       return;
     }
-    if (/^# Subtest: /.test(text)) {
-      file = { failedSubtests: 0, failed: false };
+    const subtest = /^# Subtest: (.*)$/.exec(text);
+    if (subtest) {
+      file = { name: subtest[1], failedSubtests: 0, failed: false };
       return;
     }
-    const top = /^(not )?ok \d+( - .*)?$/.exec(text);
+    const top = /^(not )?ok \d+(?: - (.*?))?( \{)?$/.exec(text);
     if (top) {
-      if (text.endsWith(' {')) {
-        file = { failedSubtests: 0, failed: Boolean(top[1]) };
+      if (top[3]) {
+        file = { name: top[2] ?? '?', failedSubtests: 0, failed: Boolean(top[1]) };
       } else {
-        file ??= { failedSubtests: 0, failed: false };
+        file ??= { name: top[2] ?? '?', failedSubtests: 0, failed: false };
         file.failed = Boolean(top[1]);
         finish();
       }
@@ -116,7 +124,7 @@ function createCounter() {
     }
     if (text === '}') finish();
   };
-  return { counts, line };
+  return { counts, failures, line };
 }
 
 function runTap(args) {
@@ -145,7 +153,7 @@ function runTap(args) {
     child.once('error', reject);
     child.once('close', (code, signal) => {
       if (pending) counter.line(pending);
-      resolveRun({ code: code ?? (signal ? 1 : 0), counts: counter.counts });
+      resolveRun({ code: code ?? (signal ? 1 : 0), counts: counter.counts, failures: counter.failures });
     });
   });
 }
@@ -196,12 +204,15 @@ async function main() {
       : [['--exclude', 'dist/test/browser/**', '--exclude', '**/node_modules/**'], ['--jobs=1', '--disable-coverage', 'dist/test/browser']];
   let code = 0;
   const counts = { passed: 0, failed: 0 };
+  const failures = [];
   for (const phase of phases) {
     const run = await runTap(phase);
     code ||= run.code;
     counts.passed += run.counts.passed;
     counts.failed += run.counts.failed;
+    failures.push(...run.failures);
   }
+  for (const failure of failures) log(`failed: ${failure}`);
   counts.failed += extraFailures;
   if (code !== 0 && counts.failed === 0) {
     log(`tap exited with code ${code} without a failing test (coverage below the thresholds in .taprc, or a runner error; see above)`);
