@@ -23,8 +23,10 @@
  *
  * Environment: BENCH_ROUNDS (3), BENCH_SECONDS (4), BENCH_WARMUP_SECONDS (1), BENCH_PROCESS_WARMUP_SECONDS
  * (10: a closed loop that warms each fresh proxy before its run), BENCH_MODE (`closed`,
- * `open` or `both`; default both), BENCH_PATH (`enforce`, the default, or `pass`: the same GET on a
- * path no route matches, no permit), BENCH_PROXY_CONNECTIONS (32), BENCH_PROXY_RATE (1000),
+ * `open` or `both`; default both), BENCH_PATH (`enforce`, the default; `enforce-body`: an enforced
+ * route whose facts come from a JSON body and its actor from the permit, as an MCP call's; `pass`: the same GET on a
+ * path no route matches, no permit; `mcp-call`: the MCP route's `tools/call`, a fresh permit in its
+ * `_meta` each; `mcp-list`: its `tools/list`, which passes), BENCH_PROXY_CONNECTIONS (32), BENCH_PROXY_RATE (1000),
  * BENCH_CPU_PROFILE=DIR (a CPU profile of each build's proxy per mode, the last round's),
  * BENCH_TRACING=LABEL[,LABEL] (those entries' proxies run with OpenTelemetry tracing on, exporting
  * with the SDK's defaults, OTLP/HTTP protobuf, to an OTLP sink of bench-servers.mjs that accepts
@@ -66,7 +68,8 @@ import { startRedis, stopServers } from '../support/servers.mjs';
 import { fmt, formatTable, serverUrl, setting } from './bench-common.mjs';
 import { cpuBetween, cpuTimes, rssSampler } from './proc-stats.mjs';
 import { findNginx, runGenerator, sleep, startBenchServer, startCountersignProxy, startNginx, stopAll } from './proxy-processes.mjs';
-import { ACTOR, PASS_REQUEST, PERMIT_HEADER, proxyYaml } from './proxy-setup.mjs';
+import { answerOf, CALL, CALL_EVALUATION, callWithPermit, LIST } from './mcp-bench.mjs';
+import { ACTOR, bodyRouteRequest, PASS_REQUEST, PERMIT_HEADER, proxyYaml } from './proxy-setup.mjs';
 import {
   createBuilds, exportSummary, median, parseEntry, PROCESS_WARMUP, ROUNDS, roundOrder, SECONDS, sinkStats, tracedLabels, tracingEnv, WARMUP,
 } from './compare-builds.mjs';
@@ -80,8 +83,15 @@ const log = (line) => process.stdout.write(`${line}\n`);
 const CONNECTIONS = setting('BENCH_PROXY_CONNECTIONS', 32, { min: 1, max: 512, integer: true });
 const RATE = setting('BENCH_PROXY_RATE', 1_000, { min: 1, max: 5_000, integer: true });
 const MODES = { closed: ['closed'], open: ['open'], both: ['closed', 'open'] }[process.env.BENCH_MODE ?? 'both'];
-/** Which of the proxy's paths is measured: the enforced route, or pass-through (unmatched: pass). */
+/**
+ * Which of the proxy's paths is measured: the enforced route, pass-through (unmatched: pass), or
+ * the MCP route's `tools/call` with a fresh permit in `_meta` and its `tools/list` (mcp-bench.mjs's
+ * requests, to the demo MCP server of the bench upstream).
+ */
 const PATH = process.env.BENCH_PATH ?? 'enforce';
+const PATHS = ['enforce', 'enforce-body', 'pass', 'mcp-call', 'mcp-list'];
+/** The paths that send one request over and over; the others spend a fresh permit per request. */
+const REUSED = PATH === 'pass' || PATH === 'mcp-list';
 /**
  * Closed loop mints for this rate over warm-up and window (the composed floor reaches about 7,500/s
  * on the 2-core machine); a faster build ends its window early (reported).
@@ -93,7 +103,7 @@ const KID = 'compare-1';
 
 /** The BUILDs that name a yardstick rather than a build of the proxy, and the paths each serves. */
 const YARDSTICKS = {
-  'naive-gate': ['enforce'], 'composed-floor': ['enforce'], nginx: ['pass'], 'undici-dispatch': ['pass'], upstream: ['enforce', 'pass'],
+  'naive-gate': ['enforce'], 'composed-floor': ['enforce'], nginx: ['pass'], 'undici-dispatch': ['pass'], upstream: PATHS,
 };
 const isYardstick = (entry) => Object.hasOwn(YARDSTICKS, entry.build);
 
@@ -103,8 +113,8 @@ const TRACED = tracedLabels(entries);
 const yardstickMisused = entries.some((entry) => isYardstick(entry) && (!YARDSTICKS[entry.build].includes(PATH) || entry.nodeOptions !== undefined || TRACED?.has(entry.label)));
 const wantsNginx = entries.some((entry) => entry.build === 'nginx');
 const nginxBinary = wantsNginx ? findNginx() : undefined;
-if (entries.length < 2 || !MODES || !['enforce', 'pass'].includes(PATH) || TRACED === null || yardstickMisused || (wantsNginx && nginxBinary === undefined)) {
-  log('usage: node test/bench/proxy-compare.mjs LABEL=BUILD[@NODE_OPTIONS] LABEL=BUILD[@NODE_OPTIONS] ...  (BENCH_MODE closed|open|both, BENCH_PATH enforce|pass, BENCH_TRACING=LABEL,…;');
+if (entries.length < 2 || !MODES || !PATHS.includes(PATH) || TRACED === null || yardstickMisused || (wantsNginx && nginxBinary === undefined)) {
+  log('usage: node test/bench/proxy-compare.mjs LABEL=BUILD[@NODE_OPTIONS] LABEL=BUILD[@NODE_OPTIONS] ...  (BENCH_MODE closed|open|both, BENCH_PATH enforce|pass|mcp-call|mcp-list, BENCH_TRACING=LABEL,…;');
   log('  BUILD naive-gate and composed-floor (BENCH_PATH enforce), nginx and undici-dispatch (BENCH_PATH pass), upstream (either): yardsticks, without @NODE_OPTIONS or tracing;');
   log(`  nginx needs nginx on PATH or in /usr/sbin${wantsNginx && nginxBinary === undefined ? ', and none was found' : ''})`);
   process.exit(2);
@@ -118,17 +128,23 @@ const { privateKey, publicKey } = generateKeyPairSync('ed25519');
 const jwks = JSON.stringify({ keys: [{ ...publicKey.export({ format: 'jwk' }), kid: KID, use: 'sig', alg: 'EdDSA' }] });
 let permitSequence = 0;
 
-/** Requests for the enforced route, each with its own permit, as the bench's minted ones. */
+/** Requests for the measured path: the one request it repeats, or as many as asked, each with its own permit. */
 async function mint(count) {
+  if (PATH === 'pass') return [PASS_REQUEST];
+  if (PATH === 'mcp-list') return [LIST];
   const requests = [];
   for (let i = 0; i < count; i += 1) {
     const id = `c${permitSequence++}`;
-    const facts = { action_type: 'demo.echo', actor_id: ACTOR, environment: 'dev', target: { type: 'demo', id } };
+    const bodyRoute = PATH === 'enforce-body' ? bodyRouteRequest(id) : undefined;
+    const facts = PATH === 'mcp-call'
+      ? { action_type: CALL_EVALUATION.action_type, actor_id: ACTOR, ...CALL_EVALUATION.context }
+      : (bodyRoute?.facts ?? { action_type: 'demo.echo', actor_id: ACTOR, environment: 'dev', target: { type: 'demo', id } });
     const claims = buildPermitClaims({
       issuer: 'countersign', audience: 'countersign:gate', org: ORG, requestId: `req_${id}`, facts,
       keys: Object.keys(facts), policyVersion: 1, nowMs: Date.now(), lifetimeSeconds: 300,
     });
-    requests.push({ method: 'POST', path: `/echo/${id}`, headers: { [PERMIT_HEADER]: await signPermit(claims, { kid: KID, privateKey }), 'x-actor-id': ACTOR } });
+    const token = await signPermit(claims, { kid: KID, privateKey });
+    requests.push(PATH === 'mcp-call' ? callWithPermit(token) : bodyRoute?.request(token) ?? { method: 'POST', path: `/echo/${id}`, headers: { [PERMIT_HEADER]: token, 'x-actor-id': ACTOR } });
   }
   return requests;
 }
@@ -139,11 +155,11 @@ async function mint(count) {
  * per request keeps falling for several more, and at a fixed rate the backlog of that start would
  * reach into the measured window, where it, not the build, would set the p99.
  */
-async function warmUp(proxy) {
-  const requests = PATH === 'pass' ? [PASS_REQUEST] : await mint(Math.ceil(PROCESS_WARMUP * CLOSED_MINT_RATE));
+async function warmUp(proxy, expect) {
+  const requests = await mint(Math.ceil(PROCESS_WARMUP * CLOSED_MINT_RATE));
   const result = await runGenerator({
     origin: proxy.url, mode: 'closed', connections: CONNECTIONS, warmupMs: 0, windowMs: PROCESS_WARMUP * 1000,
-    requests, reuse: PATH === 'pass', expect: { status: 200, body: UPSTREAM_BODY },
+    requests, reuse: REUSED, expect,
   });
   if (result.errors > 0) throw new Error(`the process warm-up failed: ${JSON.stringify(result.errorKinds)}`);
 }
@@ -227,11 +243,11 @@ async function measure(entry, mode, context) {
   const exportsBefore = traced ? await sinkStats(context.sink) : null;
   let measured;
   try {
-    if (PROCESS_WARMUP > 0) await warmUp(proxy);
-    const requests = PATH === 'pass' ? [PASS_REQUEST] : await mint(Math.ceil((WARMUP + SECONDS) * (mode === 'open' ? RATE : CLOSED_MINT_RATE)) + 100);
+    if (PROCESS_WARMUP > 0) await warmUp(proxy, context.expect);
+    const requests = await mint(Math.ceil((WARMUP + SECONDS) * (mode === 'open' ? RATE : CLOSED_MINT_RATE)) + 100);
     const spec = {
       origin: proxy.url, mode, connections: CONNECTIONS, rate: RATE, warmupMs: WARMUP * 1000, windowMs: SECONDS * 1000,
-      requests, reuse: PATH === 'pass', expect: { status: 200, body: UPSTREAM_BODY },
+      requests, reuse: REUSED, expect: context.expect,
     };
     let before;
     let after;
@@ -267,11 +283,15 @@ async function main() {
     const sink = TRACED.size > 0 ? await startBenchServer('otlp-sink', {}) : undefined;
     for (const entry of entries) entry.cli = isYardstick(entry) ? null : builds.cliOf(entry.build);
     const authorityUrl = `http://127.0.0.1:${authority.address().port}`;
-    const context = { dir, redisUrl, throwawayRedis, sink, upstream, authorityUrl, yaml: proxyYaml({ upstream: upstream.url, authority: authorityUrl, keyFile, organization: ORG }) };
+    // The MCP route only for the MCP paths, so that builds from before it take the configuration.
+    const mcp = PATH.startsWith('mcp-');
+    const yaml = proxyYaml({ upstream: upstream.url, authority: authorityUrl, keyFile, organization: ORG, mcpInlineKeyFile: mcp ? keyFile : undefined, bodyRoute: PATH === 'enforce-body' });
+    const expect = { status: 200, body: mcp ? await answerOf(upstream, PATH === 'mcp-call' ? CALL : LIST) : UPSTREAM_BODY };
+    const context = { dir, redisUrl, throwawayRedis, sink, upstream, authorityUrl, yaml, expect };
     if (sink) log(`tracing on for ${[...TRACED].join(', ')}: OTLP/HTTP (protobuf) to the sink at ${sink.url}, the SDK's default batching; off for the others`);
 
     for (const mode of MODES) {
-      log(`\n== ${PATH === 'pass' ? 'pass-through' : 'enforced route'}, ${mode === 'closed' ? `closed loop, ${CONNECTIONS} connections` : `open loop, ${RATE}/s`}; ${ROUNDS} rounds of ${WARMUP} s + ${SECONDS} s, each on a fresh proxy after ${PROCESS_WARMUP} s of process warm-up ==`);
+      log(`\n== ${{ enforce: 'enforced route', 'enforce-body': 'enforced route bound to its JSON body', pass: 'pass-through', 'mcp-call': 'MCP tools/call with a permit', 'mcp-list': 'MCP tools/list' }[PATH]}, ${mode === 'closed' ? `closed loop, ${CONNECTIONS} connections` : `open loop, ${RATE}/s`}; ${ROUNDS} rounds of ${WARMUP} s + ${SECONDS} s, each on a fresh proxy after ${PROCESS_WARMUP} s of process warm-up ==`);
       const results = new Map(entries.map((entry) => [entry.label, []]));
       for (let round = 1; round <= ROUNDS; round += 1) {
         for (const entry of roundOrder(entries, round)) {

@@ -107,14 +107,38 @@ const mcpRoute = (inlineKeyFile) => `  - name: mcp
         - name: "*"
 `;
 
+/** The route of `bodyRoute`: an HTTP route bound to its body, as an MCP tool call is to its arguments. */
+const BODY_ROUTE = `  - name: order
+    match: { method: POST, path: /order/:id }
+    action_type: demo.order
+    facts:
+      actor_id: { permit: true }
+      target:
+        type: { const: order }
+        id: { path: id }
+      amount_usd: { body: /amount_usd }
+      currency: { body: /currency }
+`;
+
+/** A request of the `order` route (BODY_ROUTE): its body, and the facts a permit for it binds. */
+export function bodyRouteRequest(id) {
+  const body = { amount_usd: 40, currency: 'USD' };
+  return {
+    facts: { action_type: 'demo.order', actor_id: ACTOR, target: { type: 'order', id }, ...body },
+    request: (token) => ({ method: 'POST', path: `/order/${id}`, headers: { [PERMIT_HEADER]: token, 'content-type': 'application/json' }, body: JSON.stringify(body) }),
+  };
+}
+
 /**
  * The proxy in front of the upstream: everything but `POST /echo/:id` passes through; that route
  * is enforced with facts from the path, a header and constants (config/proxy.yaml's route), so
  * no body is read. With `mcpInlineKeyFile`, also the MCP route at `/mcp` (left out otherwise, so
- * that builds from before MCP routes take the configuration). Log level and Redis come from the
- * environment the bench gives the child.
+ * that builds from before MCP routes take the configuration). With `bodyRoute`, also `POST
+ * /order/:id` (BODY_ROUTE_REQUEST), whose facts come from a JSON body and whose actor from the
+ * permit, as an MCP tool call's do. Log level and Redis come from the environment the bench gives
+ * the child.
  */
-export function proxyYaml({ upstream, authority, keyFile, organization, mcpInlineKeyFile }) {
+export function proxyYaml({ upstream, authority, keyFile, organization, mcpInlineKeyFile, bodyRoute = false }) {
   return ({ listen, adminListen }) => `# Written by test/bench/proxy-bench.mjs.
 listen: ${listen}
 admin_listen: ${adminListen}
@@ -136,7 +160,7 @@ routes:
       target:
         type: { const: demo }
         id: { path: id }
-${mcpInlineKeyFile ? mcpRoute(mcpInlineKeyFile) : ''}`;
+${mcpInlineKeyFile ? mcpRoute(mcpInlineKeyFile) : ''}${bodyRoute ? BODY_ROUTE : ''}`;
 }
 
 // ── The authority's API ───────────────────────────────────────────────────────────────────────
