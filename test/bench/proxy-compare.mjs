@@ -23,10 +23,11 @@
  *
  * Environment: BENCH_ROUNDS (3), BENCH_SECONDS (4), BENCH_WARMUP_SECONDS (1), BENCH_PROCESS_WARMUP_SECONDS
  * (10: a closed loop that warms each fresh proxy before its run), BENCH_MODE (`closed`,
- * `open` or `both`; default both), BENCH_PATH (`enforce`, the default; `enforce-body`: an enforced
- * route whose facts come from a JSON body and its actor from the permit, as an MCP call's; `pass`: the same GET on a
- * path no route matches, no permit; `mcp-call`: the MCP route's `tools/call`, a fresh permit in its
- * `_meta` each; `mcp-list`: its `tools/list`, which passes), BENCH_PROXY_CONNECTIONS (32), BENCH_PROXY_RATE (1000),
+ * `open` or `both`; default both), BENCH_PATH (`enforce`, the default; `enforce-body`: an
+ * enforced route whose facts come from a JSON body and its actor from the permit, as an MCP
+ * call's; `pass`: the same GET on a path no route matches, no permit; `mcp-call`: the MCP route's
+ * `tools/call`, a fresh permit in its `_meta` each; `mcp-list`: its `tools/list`, which passes),
+ * BENCH_PROXY_CONNECTIONS (32), BENCH_PROXY_RATE (1000),
  * BENCH_CPU_PROFILE=DIR (a CPU profile of each build's proxy per mode, the last round's),
  * BENCH_TRACING=LABEL[,LABEL] (those entries' proxies run with OpenTelemetry tracing on, exporting
  * with the SDK's defaults, OTLP/HTTP protobuf, to an OTLP sink of bench-servers.mjs that accepts
@@ -84,9 +85,10 @@ const CONNECTIONS = setting('BENCH_PROXY_CONNECTIONS', 32, { min: 1, max: 512, i
 const RATE = setting('BENCH_PROXY_RATE', 1_000, { min: 1, max: 5_000, integer: true });
 const MODES = { closed: ['closed'], open: ['open'], both: ['closed', 'open'] }[process.env.BENCH_MODE ?? 'both'];
 /**
- * Which of the proxy's paths is measured: the enforced route, pass-through (unmatched: pass), or
- * the MCP route's `tools/call` with a fresh permit in `_meta` and its `tools/list` (mcp-bench.mjs's
- * requests, to the demo MCP server of the bench upstream).
+ * Which of the proxy's paths is measured: the enforced route (without or with a body it is bound
+ * to), pass-through (unmatched: pass), or the MCP route's `tools/call` with a fresh permit in
+ * `_meta` and its `tools/list` (mcp-bench.mjs's requests, to the demo MCP server of the bench
+ * upstream).
  */
 const PATH = process.env.BENCH_PATH ?? 'enforce';
 const PATHS = ['enforce', 'enforce-body', 'pass', 'mcp-call', 'mcp-list'];
@@ -114,8 +116,8 @@ const yardstickMisused = entries.some((entry) => isYardstick(entry) && (!YARDSTI
 const wantsNginx = entries.some((entry) => entry.build === 'nginx');
 const nginxBinary = wantsNginx ? findNginx() : undefined;
 if (entries.length < 2 || !MODES || !PATHS.includes(PATH) || TRACED === null || yardstickMisused || (wantsNginx && nginxBinary === undefined)) {
-  log('usage: node test/bench/proxy-compare.mjs LABEL=BUILD[@NODE_OPTIONS] LABEL=BUILD[@NODE_OPTIONS] ...  (BENCH_MODE closed|open|both, BENCH_PATH enforce|pass|mcp-call|mcp-list, BENCH_TRACING=LABEL,…;');
-  log('  BUILD naive-gate and composed-floor (BENCH_PATH enforce), nginx and undici-dispatch (BENCH_PATH pass), upstream (either): yardsticks, without @NODE_OPTIONS or tracing;');
+  log(`usage: node test/bench/proxy-compare.mjs LABEL=BUILD[@NODE_OPTIONS] LABEL=BUILD[@NODE_OPTIONS] ...  (BENCH_MODE closed|open|both, BENCH_PATH ${PATHS.join('|')}, BENCH_TRACING=LABEL,…;`);
+  log('  BUILD naive-gate and composed-floor (BENCH_PATH enforce), nginx and undici-dispatch (BENCH_PATH pass), upstream (any path): yardsticks, without @NODE_OPTIONS or tracing;');
   log(`  nginx needs nginx on PATH or in /usr/sbin${wantsNginx && nginxBinary === undefined ? ', and none was found' : ''})`);
   process.exit(2);
 }
