@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * Compares builds of the proxy's enforced route in one run, alternating them round by round.
+ * Compares builds of the proxy on one of its paths (BENCH_PATH), alternating them round by round.
  * Two full `npm run bench` runs of the same code differ by up to 40 % on the 2-core development
  * machine, so a change worth 10–30 % only shows when both builds are measured side by side, under
  * the same drift. This is how the thread-pool verify and the semi-space size were chosen.
