@@ -35,6 +35,10 @@
  *   BENCH_SOAK_SECONDS    proxy bench: an enforced open-loop soak this long for the proxy's memory,
  *                         default 0 (none); 300 is the 5-minute check
  *   BENCH_SOAK_RATE       proxy bench: the soak's requests per second, default 500
+ *   BENCH_NODES=BIN[,BIN] run the whole selection once on each of these Node binaries, one after
+ *                         the other, every process of a run (authority, proxy, upstream, load
+ *                         generator) on that run's Node; each report names its Node version, and
+ *                         ratios are read within one report, never across two
  *
  * Example:
  *   npm run bench
@@ -42,7 +46,10 @@
  *   BENCH_ONLY=proxy BENCH_SOAK_SECONDS=300 npm run bench
  *   BENCH_ONLY=durability npm run bench
  *   BENCH_ONLY=floor npm run bench
+ *   BENCH_NODES=node,/opt/node24/bin/node npm run bench   # the machine's Node, then Node 24
  */
+import { spawn, spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { startPostgres, startRedis, stopServers } from '../support/servers.mjs';
 import { serverUrl, setting, stopOnSignals } from './bench-common.mjs';
 import { runEvaluateBench } from './evaluate-bench.mjs';
@@ -113,9 +120,35 @@ async function main() {
   return allOk ? 0 : 1;
 }
 
+/**
+ * BENCH_NODES: this script again on each binary (BENCH_NODES cleared), its output streamed; the
+ * exit code is the first failing run's, else 0.
+ */
+async function onEachNode(binaries) {
+  let code = 0;
+  for (const binary of binaries) {
+    if (stop.signal.aborted) break;
+    const version = spawnSync(binary, ['--version'], { encoding: 'utf8' });
+    if (version.status !== 0) {
+      log(`\n== BENCH_NODES: ${binary} does not run (${version.error?.message ?? version.stderr.trim()}) ==`);
+      code ||= 1;
+      continue;
+    }
+    log(`\n==== Node ${version.stdout.trim()} (${binary}) ====`);
+    const child = spawn(binary, [fileURLToPath(import.meta.url)], { env: { ...process.env, BENCH_NODES: '' }, stdio: 'inherit' });
+    const kill = () => child.kill('SIGTERM');
+    stop.signal.addEventListener('abort', kill, { once: true });
+    const exit = await new Promise((resolve) => child.once('close', (status, signal) => resolve(status ?? (signal ? 1 : 0))));
+    stop.signal.removeEventListener('abort', kill);
+    code ||= exit;
+  }
+  return code;
+}
+
+const nodes = (process.env.BENCH_NODES ?? '').split(',').map((binary) => binary.trim()).filter(Boolean);
 let exitCode = 1;
 try {
-  exitCode = await main();
+  exitCode = nodes.length > 0 ? await onEachNode(nodes) : await main();
 } catch (err) {
   log(stop.interrupted() ? `bench stopped: ${err?.message ?? err}` : `bench error: ${err?.stack ?? err}`);
 } finally {

@@ -12,7 +12,7 @@ import { RedisStore } from '../../shared/store/redis.js';
 import type { RedisStoreOptions } from '../../shared/store/redis.js';
 import type { SharedStore } from '../../shared/store/types.js';
 import { permitStoreKey, replayEpochKey, verificationStream } from '../../shared/permits/store-keys.js';
-import { REDIS_NOT_RUN_REASON, deleteKeys, redisUrl, uniquePrefix } from '../helpers/redis.js';
+import { REDIS_NOT_RUN_REASON, TEST_COMMAND_TIMEOUT_MS, deleteKeys, redisUrl, uniquePrefix } from '../helpers/redis.js';
 import { startRedisProcess } from '../helpers/redis-process.js';
 import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
@@ -27,13 +27,24 @@ const STREAM = verificationStream(ORG);
 const TTL_MS = 60_000;
 const key = (jti: string) => permitStoreKey(ORG, jti);
 const record = (jti: string) => ({ stream: STREAM, fields: { kind: 'permit.verified', permit_id: jti } });
+/**
+ * The command time-out of the tests that wait out an acknowledgement that never comes (a replica
+ * gone or stalled): long enough for a busy machine, short enough not to wait ten seconds.
+ */
+const ACK_WAIT_MS = 2_000;
 const fenced = (issuedAtMs: number, timeoutMs?: number) => ({
   fence: { epochKey: EPOCH_KEY, issuedAtMs },
   ...(timeoutMs !== undefined ? { timeoutMs } : {}),
 });
 
+/**
+ * A store closed with the test. Its command time-out is the tests' generous one unless the test
+ * sets its own: a first consume on a busy 2-core machine (the clock, the durability plan, the
+ * script loaded) can take longer than the product's default second, and fail closed where the
+ * test counts consumes and records.
+ */
 function redisStore(t: Test, options: RedisStoreOptions): RedisStore {
-  const store = new RedisStore(options);
+  const store = new RedisStore({ commandTimeoutMs: TEST_COMMAND_TIMEOUT_MS, ...options });
   t.teardown(() => store.close());
   return store;
 }
@@ -211,7 +222,7 @@ t.test('durability replica: records are read only from a primary that has its re
   const servers = await primaryWithReplica(t);
   if (!servers) return;
   const { primary, replica, calls } = servers;
-  const store = redisStore(t, { url: primary.url, durability: 'replica' });
+  const store = redisStore(t, { url: primary.url, durability: 'replica', commandTimeoutMs: ACK_WAIT_MS });
   const epoch = await store.ensureEpoch(EPOCH_KEY);
   t.equal(await store.consumePermit(key('r1'), TTL_MS, record('r1'), fenced(epoch)), 'consumed');
   const before = await calls();
@@ -229,7 +240,7 @@ t.test('durability replica: the undo of a consume that was not acknowledged is o
   const servers = await primaryWithReplica(t);
   if (!servers) return;
   const { primary, replica } = servers;
-  const store = redisStore(t, { url: primary.url, durability: 'replica' });
+  const store = redisStore(t, { url: primary.url, durability: 'replica', commandTimeoutMs: ACK_WAIT_MS });
   const epoch = await store.ensureEpoch(EPOCH_KEY);
   t.equal(await store.consumePermit(key('first'), TTL_MS, record('first'), fenced(epoch)), 'consumed', 'a consume while the replica keeps up');
   const marker = `countersign:once:${key('u')}`;
@@ -261,7 +272,7 @@ t.test('the start check: a store without AOF or replicas cannot keep aof or repl
 t.test('durability replica without an acknowledgement: the consume is undone and the call fails closed', async (t) => {
   const redis = await startRedisProcess(t, { persistence: 'none' });
   if (!redis) return;
-  const strict = redisStore(t, { url: redis.url, durability: 'replica' });
+  const strict = redisStore(t, { url: redis.url, durability: 'replica', commandTimeoutMs: ACK_WAIT_MS });
   const plain = redisStore(t, { url: redis.url, durability: 'none' });
   const epoch = await plain.ensureEpoch(EPOCH_KEY);
   await t.rejects(strict.consumePermit(key('p'), TTL_MS, record('p'), fenced(epoch)), { code: 'STORE_NOT_DURABLE' });
