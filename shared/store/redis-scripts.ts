@@ -42,12 +42,27 @@ return {string.format('%.0f', nowMs), 1}
  * Returns {code, record id}: 1 consumed (with the id of the appended record, or ''), 0 already
  * used, -1 revoked, -2 the permit predates the epoch, -3 too late (the caller has given up).
  *
- * Order matters: the deadline first (a late consume changes nothing, not even the epoch), then
- * the epoch (created when missing: the store has lost its state, so every permit issued before
- * now may have been consumed already), then revocation, then the stream's type (a script is not
- * rolled back, so an XADD failing after SET would consume the key without its record).
+ * The same consume can arrive twice: the client sends a command again when the server it went to
+ * failed before answering (ioredis does in a Cluster, to the replica promoted in its place, which
+ * may hold the first one's effect). A marker that already holds this consume's nonce is this
+ * consume, done: it answers 1 with its record's id, whatever the time, so the caller counts it
+ * or, having given up, undoes it (an answer of "too late" or "already used" would leave the first
+ * one's marker and record behind, a use nobody was told of).
+ *
+ * Order matters: that check first, then the deadline (a late consume changes nothing, not even
+ * the epoch), then the epoch (created when missing: the store has lost its state, so every permit
+ * issued before now may have been consumed already), then revocation, then the stream's type (a
+ * script is not rolled back, so an XADD failing after SET would consume the key without its
+ * record).
  */
 export const CONSUME_SCRIPT = `
+local held = redis.call('GET', KEYS[1])
+if held then
+  local bar = string.find(held, '|', 1, true)
+  if (bar and string.sub(held, 1, bar - 1) or held) == ARGV[4] then
+    return {1, bar and string.sub(held, bar + 1) or ''}
+  end
+end
 ${NOW_MS}
 if ARGV[3] ~= '' and nowMs > tonumber(ARGV[3]) then
   return {-3, ''}

@@ -135,8 +135,10 @@ async function onEachNode(binaries) {
       continue;
     }
     log(`\n==== Node ${version.stdout.trim()} (${binary}) ====`);
-    const child = spawn(binary, [fileURLToPath(import.meta.url)], { env: { ...process.env, BENCH_NODES: '' }, stdio: 'inherit' });
-    const kill = () => child.kill('SIGTERM');
+    // A process group of its own, so that a Ctrl-C reaches it once, from here, and the run can
+    // stop its servers (a second signal would make it exit at once).
+    const child = spawn(binary, [fileURLToPath(import.meta.url)], { env: { ...process.env, BENCH_NODES: '' }, stdio: 'inherit', detached: true });
+    const kill = () => child.kill('SIGINT');
     stop.signal.addEventListener('abort', kill, { once: true });
     const exit = await new Promise((resolve) => child.once('close', (status, signal) => resolve(status ?? (signal ? 1 : 0))));
     stop.signal.removeEventListener('abort', kill);

@@ -20,6 +20,7 @@ import { createStoreMetrics } from '../../shared/metrics.js';
 import { DEFAULT_STORE_SETTINGS } from '../../shared/store/config.js';
 import type { StoreSettings } from '../../shared/store/config.js';
 import { openCheckedStore } from '../../shared/store/open.js';
+import { CONSUME_SCRIPT } from '../../shared/store/redis-scripts.js';
 
 const ORG = 'org_faults';
 const EPOCH_KEY = replayEpochKey(ORG);
@@ -115,6 +116,22 @@ t.test('Redis killed with SIGKILL and restarted without persistence: consumed an
   const newEpoch = await store.ensureEpoch(EPOCH_KEY);
   t.ok(newEpoch > epoch, 'a new epoch began');
   t.equal(await store.consumePermit(key('new'), TTL_MS, record('new'), fenced(newEpoch)), 'consumed', 'permits issued since are usable');
+});
+
+t.test('the same consume delivered twice (a client sending it again after a failover) is answered as itself, even past its deadline', async (t) => {
+  const redis = await startRedisProcess(t, { persistence: 'none' });
+  if (!redis) return;
+  const client = new Redis(redis.url);
+  t.teardown(() => client.quit());
+  const keys = ['m:{o}', 'r:{o}', 'e:{o}', 's:{o}'];
+  const consume = (nonce: string, deadlineMs: number) =>
+    client.eval(CONSUME_SCRIPT, keys.length, ...keys, '60000', '', String(deadlineMs), nonce, JSON.stringify(['permit_id', 'p1'])) as Promise<[number, string]>;
+  const first = await consume('n1', Date.now() + 60_000);
+  t.equal(first[0], 1, 'the first delivery consumes');
+  t.same(await consume('n1', Date.now() + 60_000), first, 'the second delivery of the same consume: the same answer, no second record');
+  t.same(await consume('n1', 0), first, 'past its deadline too, so that a caller that gave up undoes it');
+  t.same(await consume('n2', Date.now() + 60_000), [0, ''], 'another consume of the permit: already used');
+  t.equal(await client.xlen('s:{o}'), 1, 'one record');
 });
 
 t.test('FLUSHALL: consumed permits are fenced', async (t) => {
