@@ -44,28 +44,33 @@ return {string.format('%.0f', nowMs), 1}
  *
  * The same consume can arrive twice: the client sends a command again when the server it went to
  * failed before answering (ioredis does in a Cluster, to the replica promoted in its place, which
- * may hold the first one's effect). A marker that already holds this consume's nonce is this
- * consume, done: it answers 1 with its record's id, whatever the time, so the caller counts it
- * or, having given up, undoes it (an answer of "too late" or "already used" would leave the first
- * one's marker and record behind, a use nobody was told of).
+ * may hold the first one's effect). Where the script would answer "too late" or "already used",
+ * a marker holding this consume's nonce is this consume, done (`done_before`): it answers 1 with
+ * its record's id, so the caller counts it or, having given up, undoes it; otherwise the first
+ * delivery's marker and record would stay behind, a use nobody was told of. A consume that goes
+ * through reads nothing more.
  *
- * Order matters: that check first, then the deadline (a late consume changes nothing, not even
- * the epoch), then the epoch (created when missing: the store has lost its state, so every permit
+ * Order matters: the deadline first (a late consume changes nothing, not even the epoch), then
+ * the epoch (created when missing: the store has lost its state, so every permit
  * issued before now may have been consumed already), then revocation, then the stream's type (a
  * script is not rolled back, so an XADD failing after SET would consume the key without its
  * record).
  */
 export const CONSUME_SCRIPT = `
-local held = redis.call('GET', KEYS[1])
-if held then
-  local bar = string.find(held, '|', 1, true)
-  if (bar and string.sub(held, 1, bar - 1) or held) == ARGV[4] then
-    return {1, bar and string.sub(held, bar + 1) or ''}
+local function done_before()
+  local held = redis.call('GET', KEYS[1])
+  if not held then
+    return nil
   end
+  local bar = string.find(held, '|', 1, true)
+  if (bar and string.sub(held, 1, bar - 1) or held) ~= ARGV[4] then
+    return nil
+  end
+  return {1, bar and string.sub(held, bar + 1) or ''}
 end
 ${NOW_MS}
 if ARGV[3] ~= '' and nowMs > tonumber(ARGV[3]) then
-  return {-3, ''}
+  return done_before() or {-3, ''}
 end
 local epoch = redis.call('GET', KEYS[3])
 if not epoch then
@@ -85,7 +90,7 @@ if #KEYS > 3 then
   end
 end
 if not redis.call('SET', KEYS[1], ARGV[4], 'NX', 'PX', ARGV[1]) then
-  return {0, ''}
+  return done_before() or {0, ''}
 end
 if #KEYS > 3 then
   local id = redis.call('XADD', KEYS[4], '*', unpack(cjson.decode(ARGV[5])))
