@@ -16,6 +16,26 @@ local nowMs = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 `;
 
 /**
+ * The record id a consume's marker holds when its value carries `nonce` (the consume's own marker),
+ * '' for a consume without a record; nil for no marker or another consume's. The marker's value
+ * is the nonce, then `|` and the record's id when there is a record. Shared prelude of the scripts
+ * that find a consume by its marker.
+ */
+const MARKED_RECORD = `
+local function marked_record(marker, nonce)
+  local value = redis.call('GET', marker)
+  if not value then
+    return nil
+  end
+  local bar = string.find(value, '|', 1, true)
+  if (bar and string.sub(value, 1, bar - 1) or value) ~= nonce then
+    return nil
+  end
+  return bar and string.sub(value, bar + 1) or ''
+end
+`;
+
+/**
  * ensureEpoch. KEYS[1]: the epoch key. Returns the epoch (ms, as a string) and 1 when this call
  * created it. Without a TTL: the epoch must outlive every permit.
  */
@@ -51,22 +71,15 @@ return {string.format('%.0f', nowMs), 1}
  * through reads nothing more.
  *
  * Order matters: the deadline first (a late consume changes nothing, not even the epoch), then
- * the epoch (created when missing: the store has lost its state, so every permit
- * issued before now may have been consumed already), then revocation, then the stream's type (a
- * script is not rolled back, so an XADD failing after SET would consume the key without its
- * record).
+ * the epoch (created when missing: the store has lost its state, so every permit issued before
+ * now may have been consumed already), then revocation, then the stream's type (a script is not
+ * rolled back, so an XADD failing after SET would consume the key without its record).
  */
 export const CONSUME_SCRIPT = `
+${MARKED_RECORD}
 local function done_before()
-  local held = redis.call('GET', KEYS[1])
-  if not held then
-    return nil
-  end
-  local bar = string.find(held, '|', 1, true)
-  if (bar and string.sub(held, 1, bar - 1) or held) ~= ARGV[4] then
-    return nil
-  end
-  return {1, bar and string.sub(held, bar + 1) or ''}
+  local id = marked_record(KEYS[1], ARGV[4])
+  return id and {1, id}
 end
 ${NOW_MS}
 if ARGV[3] ~= '' and nowMs > tonumber(ARGV[3]) then
@@ -111,18 +124,9 @@ export const CONSUME_SCRIPT_SHA = createHash('sha1').update(CONSUME_SCRIPT).dige
  * was nothing of it to undo. Safe to run again, and on another server after a failover.
  */
 export const RELEASE_SCRIPT = `
-local value = redis.call('GET', KEYS[1])
-if not value then
-  return 0
-end
-local nonce = value
-local id = ''
-local bar = string.find(value, '|', 1, true)
-if bar then
-  nonce = string.sub(value, 1, bar - 1)
-  id = string.sub(value, bar + 1)
-end
-if nonce ~= ARGV[1] then
+${MARKED_RECORD}
+local id = marked_record(KEYS[1], ARGV[1])
+if not id then
   return 0
 end
 redis.call('DEL', KEYS[1])
