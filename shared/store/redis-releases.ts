@@ -10,7 +10,7 @@
  * it late or twice never undoes another consume.
  *
  * @example
- *   const owed = new PendingReleases((release) => client.countersignRelease(...release.keys, release.nonce));
+ *   const owed = new PendingReleases((release) => runReleaseScript(client, release));
  *   owed.add({ keys: [marker, stream], nonce });
  *   owed.size; // 1 until Redis has run it
  */

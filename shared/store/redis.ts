@@ -39,7 +39,15 @@ import { RedisConnection } from './redis-connection.js';
 import { checkDurabilityOf, DurabilityKeeper } from './redis-durability.js';
 import { PendingReleases, type PendingRelease } from './redis-releases.js';
 import { requiredReplicas, SentinelView } from './redis-replicas.js';
-import { ENSURE_EPOCH_SCRIPT, CONSUME_SCRIPT, CONSUME_SCRIPT_SHA, RELEASE_SCRIPT, TAKE_TOKEN_SCRIPT } from './redis-scripts.js';
+import {
+  defineScriptCommands,
+  runConsumeScript,
+  runEnsureEpochScript,
+  runReleaseScript,
+  runTakeTokenScript,
+  type ScriptedRedis,
+} from './redis-script-commands.js';
+import { CONSUME_SCRIPT_SHA } from './redis-scripts.js';
 import { createRedisClient, measureClockOffset, primariesOf } from './redis-topology.js';
 import type { RedisClient, RedisTopology } from './redis-topology.js';
 import { StoreError, checkCount, checkFields, checkTtl, consumeBudgetMs } from './store-errors.js';
@@ -97,12 +105,6 @@ const CLOCK_OFFSET_MAX_AGE_MS = 30_000;
 /** How long a read waits for the replicas' WAIT (readRecords): connected replicas answer it at once. */
 const READ_CHECK_MS = 200;
 
-interface ScriptedRedis {
-  countersignConsume(numberOfKeys: number, ...keysAndArgs: string[]): Promise<[number, string]>;
-  countersignRelease(numberOfKeys: number, ...keysAndArgs: string[]): Promise<number>;
-  countersignEnsureEpoch(key: string): Promise<[string, number]>;
-  countersignTakeToken(key: string, ...args: string[]): Promise<[number, string, string]>;
-}
 type Client = RedisClient & ScriptedRedis;
 
 export class RedisStore implements SharedStore {
@@ -132,10 +134,7 @@ export class RedisStore implements SharedStore {
       connectTimeoutMs: options.connectTimeoutMs ?? 1000,
       commandTimeoutMs: this.#commandTimeoutMs,
     }) as Client;
-    client.defineCommand('countersignConsume', { lua: CONSUME_SCRIPT });
-    client.defineCommand('countersignRelease', { lua: RELEASE_SCRIPT });
-    client.defineCommand('countersignEnsureEpoch', { numberOfKeys: 1, lua: ENSURE_EPOCH_SCRIPT });
-    client.defineCommand('countersignTakeToken', { numberOfKeys: 1, lua: TAKE_TOKEN_SCRIPT });
+    defineScriptCommands(client);
     this.#sentinels = topology.kind === 'sentinel' ? new SentinelView(topology, this.#commandTimeoutMs) : undefined;
     // Follows a new primary as soon as Sentinel names it. Otherwise the client would stay on the
     // old primary until that server answers READONLY, which it does only once Sentinel has turned
@@ -209,7 +208,7 @@ export class RedisStore implements SharedStore {
         // record of a use that did not happen. The caller is answered once the undo has run; its
         // acknowledgement is waited for after. An undo that could not run or was not acknowledged
         // is owed, and sent again until it is.
-        await client.countersignRelease(release.keys.length, ...release.keys, nonce).then(
+        await runReleaseScript(client, release).then(
           () => void this.#awaitDurable(client, marker, Date.now() + this.#commandTimeoutMs * 0.9).catch(() => this.#releases.add(release)),
           () => this.#releases.add(release),
         );
@@ -220,7 +219,7 @@ export class RedisStore implements SharedStore {
   }
 
   async ensureEpoch(epochKey: string): Promise<number> {
-    const [epoch] = await this.#connection.run(this.#commandTimeoutMs, (client) => client.countersignEnsureEpoch(this.#key('epoch', epochKey)));
+    const [epoch] = await this.#connection.run(this.#commandTimeoutMs, (client) => runEnsureEpochScript(client, this.#key('epoch', epochKey)));
     return Number(epoch);
   }
 
@@ -247,13 +246,12 @@ export class RedisStore implements SharedStore {
   async takeToken(key: string, bucket: TokenBucketSpec, nowMs: number): Promise<TokenBucketResult> {
     assertBucketSpec(bucket, nowMs);
     const [allowed, tokens, now] = await this.#connection.run(this.#commandTimeoutMs, (client) =>
-      client.countersignTakeToken(
-        this.#key('bucket', key),
+      runTakeTokenScript(client, this.#key('bucket', key), [
         String(bucket.capacity),
         String(bucket.refillPerMinute),
         String(nowMs),
         String(BUCKET_EXPIRY_MARGIN_MS),
-      ),
+      ]),
     );
     const state = { tokens: Number(tokens), updatedAtMs: Number(now) };
     return bucketResult({ allowed: allowed === 1, state }, bucket);
@@ -408,7 +406,7 @@ export class RedisStore implements SharedStore {
     marker: string,
     ackDeadlineMs: number,
   ): Promise<{ reply: [number, string]; notDurable?: unknown }> {
-    if (plan === null) return { reply: await client.countersignConsume(keys.length, ...keys, ...args) };
+    if (plan === null) return { reply: await runConsumeScript(client, keys, args) };
     const replicas = this.#replicasFor(client, plan, marker);
     const replies = await this.#inOrder(client, [['EVALSHA', CONSUME_SCRIPT_SHA, String(keys.length), ...keys, ...args], acknowledgementCommand(plan, ackDeadlineMs, replicas)]);
     const [scriptError, reply] = replies[0] ?? [new Error('no reply')];
@@ -417,7 +415,7 @@ export class RedisStore implements SharedStore {
       return { reply: reply as [number, string], ...(notDurable ? { notDurable } : {}) };
     }
     if (!/NOSCRIPT/.test(scriptError.message)) throw scriptError;
-    const loaded = await client.countersignConsume(keys.length, ...keys, ...args);
+    const loaded = await runConsumeScript(client, keys, args);
     if (loaded[0] !== 1) return { reply: loaded };
     try {
       await this.#awaitDurable(client, marker, ackDeadlineMs);
@@ -434,7 +432,7 @@ export class RedisStore implements SharedStore {
    * acknowledged; the caller then owes it (PendingReleases), and sending it again is harmless.
    */
   async #releaseDurably(client: Client, release: PendingRelease): Promise<void> {
-    await client.countersignRelease(release.keys.length, ...release.keys, release.nonce);
+    await runReleaseScript(client, release);
     await this.#awaitDurable(client, release.keys[0]!, Date.now() + this.#commandTimeoutMs * 0.9);
   }
 

@@ -129,6 +129,7 @@ t.test('Cluster with a replica per primary, one primary killed under load: nothi
   await load.stop();
   const checker = store(t, { topology, commandTimeoutMs: 5000 });
   t.same(await load.audit(checker), NOTHING_FORBIDDEN, 'nothing used twice, nothing replayable, no record lost or false');
+  t.equal(gates.reduce((sum, gate) => sum + gate.pendingReleases, 0), 0, 'no undo is still owed');
 });
 
 /** Which primary (`host:port`) holds each slot, as `node` sees the cluster now. */

@@ -30,11 +30,11 @@ const nodes = redisClusterNodes();
 if (!nodes) {
   t.comment(`Cluster suite not run: ${REDIS_CLUSTER_NOT_RUN_REASON}`);
 } else {
-  t.test('Cluster: fence, consume with its record, revocation, for organizations on every primary', async (t) => {
+  /** A store on the cluster, and an organization whose slots live on each of its three primaries. */
+  const clusterWithAnOrganizationPerPrimary = async (t: Test) => {
     const keyPrefix = uniquePrefix();
     t.teardown(() => deleteClusterKeys(nodes, keyPrefix));
     const cluster = store(t, { topology: { kind: 'cluster', nodes: nodes.map(parseHostPort) }, keyPrefix });
-    // Organizations whose slots live on each primary: the consume must reach the slot's owner.
     const probe = new Cluster(nodes.map(parseHostPort));
     t.teardown(() => probe.disconnect());
     await probe.ping();
@@ -45,7 +45,13 @@ if (!nodes) {
       if (owner && ![...owners.values()].includes(owner)) owners.set(org, owner);
     }
     t.equal(owners.size, 3, 'an organization on each of the three primaries');
-    for (const org of owners.keys()) {
+    return { cluster, probe, orgs: [...owners.keys()] };
+  };
+
+  t.test('Cluster: fence, consume with its record, revocation, for organizations on every primary', async (t) => {
+    // The consume must reach the slot's owner.
+    const { cluster, orgs } = await clusterWithAnOrganizationPerPrimary(t);
+    for (const org of orgs) {
       const epoch = await cluster.ensureEpoch(replayEpochKey(org));
       const fence = (issuedAtMs: number) => ({ fence: { epochKey: replayEpochKey(org), issuedAtMs } });
       const record = { stream: verificationStream(org), fields: { kind: 'permit.verified' } };
@@ -58,5 +64,45 @@ if (!nodes) {
       t.equal(await cluster.countRecords(verificationStream(org)), 1, `${org}: one record, for the one use`);
     }
     await cluster.ping();
+  });
+
+  // Regression: the scripts took a variable number of keys, so the client read the key count as the
+  // first key when it grouped commands by node, put consumes and undos of organizations on different
+  // primaries into one pipeline, and then refused that pipeline whole: those consumes failed, and
+  // owed undos were refused at every retry.
+  t.test('Cluster: consumes and undos sent together for organizations on every primary each reach their own primary', async (t) => {
+    const { cluster, probe, orgs } = await clusterWithAnOrganizationPerPrimary(t);
+    const epochs = await Promise.all(orgs.map((org) => cluster.ensureEpoch(replayEpochKey(org))));
+    const consumeAll = (jti: string, options: (i: number) => { signal?: AbortSignal } = () => ({})) =>
+      Promise.allSettled(
+        orgs.map((org, i) =>
+          cluster.consumePermit(permitStoreKey(org, jti), TTL_MS, { stream: verificationStream(org), fields: { kind: 'permit.verified' } }, {
+            fence: { epochKey: replayEpochKey(org), issuedAtMs: epochs[i]! },
+            ...options(i),
+          }),
+        ),
+      );
+    const answers = (outcomes: PromiseSettledResult<string>[]) => outcomes.map((outcome) => (outcome.status === 'fulfilled' ? outcome.value : String(outcome.reason)));
+    const sentTogether = await consumeAll('A'.repeat(22));
+    t.same(answers(sentTogether), ['consumed', 'consumed', 'consumed'], 'three consumes in one go: each consumed');
+    // Callers that give up once their consumes are on the wire: the store undoes each consume.
+    const controllers = orgs.map(() => new AbortController());
+    setImmediate(() => controllers.forEach((controller) => controller.abort()));
+    const abandoned = await consumeAll('B'.repeat(22), (i) => ({ signal: controllers[i]!.signal }));
+    t.ok(abandoned.every((outcome) => outcome.status === 'rejected'), 'every caller was told its consume failed');
+    // The undos follow the consumes' replies: wait (bounded) until only the first use's record is left.
+    const recordCounts = () => Promise.all(orgs.map((org) => cluster.countRecords(verificationStream(org))));
+    for (let waited = 0; waited < 100 && (cluster.pendingReleases > 0 || (await recordCounts()).some((count) => count !== 1)); waited++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    t.same(await recordCounts(), [1, 1, 1], 'each abandoned consume undone, its record removed');
+    t.equal(cluster.pendingReleases, 0, 'no undo is still owed');
+    const again = await consumeAll('B'.repeat(22));
+    t.same(answers(again), ['consumed', 'consumed', 'consumed'], 'each abandoned permit is usable again');
+    for (const org of orgs) t.equal(await cluster.countRecords(verificationStream(org)), 2, `${org}: the records of the two uses that counted, none of the abandoned one`);
+    // As on a replica just promoted: the servers no longer know the scripts the client sent them.
+    await Promise.all(probe.nodes('master').map((node) => node.script('FLUSH')));
+    const afterFlush = await consumeAll('C'.repeat(22));
+    t.same(answers(afterFlush), ['consumed', 'consumed', 'consumed'], 'consumed on servers whose script cache was flushed');
   });
 }
