@@ -188,6 +188,9 @@ export function createRecordBacklog(options: RecordBacklogOptions, disk: Backlog
       if (heldBefore > 0) logger.info({ records: heldBefore }, 'verification records held while the store could not take them are written');
     })().finally(() => {
       pumping = null;
+      // An append made after the loop found the queue empty, but before this, joined this writer
+      // and left its records to it: write them now, or they would wait, and their caller with them.
+      if (queue.some((entry) => !entry.held)) void pump();
     });
     return pumping;
   }

@@ -47,6 +47,28 @@ t.test('with the store up, an append resolves once written; appends go out one a
   await backlog.close(1_000);
 });
 
+// Regression: an append made while the write before it was finishing (its loop done, the writer
+// not yet marked idle) joined that writer, which never looked at the queue again: the record was
+// never written and its caller, a refusal waiting for its record, never answered. Appends are made
+// after each number of microtask hops behind the first write's completion, to land in that window.
+t.test('an append made while the previous write is finishing is written, and its caller answered', async (t) => {
+  for (let hops = 0; hops < 12; hops++) {
+    const store = switchableStore();
+    const backlog = createRecordBacklog({ store, stream: 'org-1', logger: recordingLogger() });
+    let second: Promise<void> | undefined;
+    const first = backlog.append([record(1)]);
+    let hop: Promise<void> = Promise.resolve();
+    for (let i = 0; i < hops; i++) hop = hop.then(() => undefined);
+    void hop.then(() => (second = backlog.append([record(2)])));
+    await first;
+    await waitFor('the second append', () => second !== undefined);
+    const answered = await Promise.race([second!.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 1_000))]);
+    t.ok(answered, `appended ${hops} hops behind the first write: its caller is answered`);
+    t.same(ids(store.written), ['req-1', 'req-2'], `appended ${hops} hops behind the first write: both written, in order`);
+    await backlog.close(1_000);
+  }
+});
+
 t.test('store down: records are held without the caller waiting, and written in order once it is back', async (t) => {
   const store = switchableStore();
   const count = counters();
