@@ -385,7 +385,13 @@ export class RedisStore implements SharedStore {
     if (client.isCluster) {
       const pipeline = client.pipeline();
       for (const [name, ...args] of commands) pipeline.call(name, ...args);
-      return ((await pipeline.exec()) ?? []) as [Error | null, unknown][];
+      const replies = ((await pipeline.exec()) ?? []) as [Error | null, unknown][];
+      // The client follows a redirection itself only for a pipeline of reads; these hold a write
+      // or a WAIT, so a MOVED (the slot has a new primary: a failover) comes back here. Refreshing
+      // the slot map sends the next commands to the new primary instead of failing until the
+      // client's periodic refresh.
+      if (client instanceof Cluster && replies.some(([error]) => error !== null && /^(MOVED|ASK) /.test(error.message))) client.refreshSlotsCache();
+      return replies;
     }
     const settled = await Promise.allSettled(commands.map(([name, ...args]) => client.call(name, ...args)));
     return settled.map((result) => (result.status === 'fulfilled' ? [null, result.value] : [result.reason as Error, null]));
