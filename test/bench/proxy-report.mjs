@@ -21,6 +21,10 @@ export const TARGETS = {
   /** The p99 the enforced route adds at the open-loop rate, at most this many times the naive gate's. */
   enforceAddedP99OfNaive: 1.5,
   passThroughOfNginx: 0.8,
+  /** Pass-through throughput, at least this share of its bare engine's (undici `dispatch`, same upstream, same load). */
+  passThroughOfEngine: 0.8,
+  /** The p99 pass-through adds, at most its bare engine's added p99 plus this. */
+  passAddedP99OverEngineMs: 0.3,
   /** The p99 pass-through adds, at most nginx's added p99 plus this. */
   passAddedP99OverNginxMs: 0.3,
   rssMaxBytes: 120 * 2 ** 20,
@@ -108,6 +112,13 @@ function targetLines(log, { closed, open, rss, soak, nginx, rate, floorSum }) {
     log(`  pass-through, added p99 at ${rate}/s <= nginx's (${fmt(addedNginx, 2)} ms) + ${TARGETS.passAddedP99OverNginxMs} ms: ${fmt(addedPass, 2)} ms  ${verdict(addedPass <= addedNginx + TARGETS.passAddedP99OverNginxMs)}`);
   } else {
     log(`  pass-through against nginx (throughput >= ${TARGETS.passThroughOfNginx * 100} %, added p99 <= nginx's + ${TARGETS.passAddedP99OverNginxMs} ms): not measured (nginx not installed)`);
+  }
+  const engine = closed['undici dispatch pass-through'];
+  if (engine) {
+    const share = pass.perSecond / engine.perSecond;
+    log(`  pass-through throughput >= ${TARGETS.passThroughOfEngine}× its bare engine's (undici dispatch): ${ratio(pass, engine)}  ${verdict(share >= TARGETS.passThroughOfEngine)}`);
+    const addedEngine = addedP99(open, 'undici dispatch pass-through');
+    log(`  pass-through, added p99 at ${rate}/s <= its engine's (${fmt(addedEngine, 2)} ms) + ${TARGETS.passAddedP99OverEngineMs} ms: ${fmt(addedPass, 2)} ms  ${verdict(addedPass <= addedEngine + TARGETS.passAddedP99OverEngineMs)}`);
   }
   const maxRss = Math.max(rss.max, soak?.rss.max ?? 0);
   log(`  proxy RSS <= ${mb(TARGETS.rssMaxBytes)}: max ${mb(maxRss)}  ${verdict(maxRss <= TARGETS.rssMaxBytes)}`);
