@@ -66,6 +66,23 @@ export function cpuBetween(before, after) {
   return after.size > 0 ? seconds : Number.NaN;
 }
 
+/**
+ * CPU seconds the whole machine has spent busy since it started (every process and the kernel;
+ * idle and I/O wait left out), NaN where /proc/stat is not there. Two readings apart tell whether
+ * a window used every core, which closed-loop throughput on a shared machine depends on.
+ */
+export function machineBusySeconds() {
+  try {
+    const [, ...fields] = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0].trim().split(/\s+/);
+    // user nice system idle iowait irq softirq steal; guest time is already counted in user and nice.
+    const ticks = fields.slice(0, 8).map(Number);
+    const total = ticks.reduce((sum, value) => sum + value, 0);
+    return (total - ticks[3] - ticks[4]) / clockTicks();
+  } catch {
+    return Number.NaN;
+  }
+}
+
 /** CPU seconds of a process and its children (for a quick look; `cpuTimes` for a window). */
 export function cpuSeconds(pid) {
   const times = cpuTimes([pid]);

@@ -45,7 +45,10 @@
  * on an emptied Redis (emptyStore). Every other round runs the entries in reverse order. Per
  * build it prints every round, then the medians and the ratios to the first entry within each
  * round: of throughput in closed loop, of p99 in open loop (where every build runs at the same
- * rate), and of CPU per request in both. The enforce and pass-through targets of the proxy bench,
+ * rate), and of CPU per request in both. Beside the proxy's CPU per request it shows Redis's (when
+ * the server runs on this machine: what the build's store commands cost it) and how many of the
+ * machine's cores were busy in the window: a closed loop short of every core is held up by one
+ * process's event loop, not by the machine. The enforce and pass-through targets of the proxy bench,
  * judged over alternating rounds instead of one window each:
  *
  *   BENCH_ROUNDS=6 node test/bench/proxy-compare.mjs naive=naive-gate enforce=.
@@ -59,7 +62,7 @@
  *   BENCH_MODE=closed node test/bench/proxy-compare.mjs semi4=.@'--max-semi-space-size=4 --max-old-space-size=96' semi8=.
  */
 import { generateKeyPairSync } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -67,7 +70,7 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { startRedis, stopServers } from '../support/servers.mjs';
 import { fmt, formatTable, serverUrl, setting } from './bench-common.mjs';
-import { cpuBetween, cpuTimes, rssSampler } from './proc-stats.mjs';
+import { cpuBetween, cpuTimes, machineBusySeconds, rssSampler } from './proc-stats.mjs';
 import { findNginx, runGenerator, sleep, startBenchServer, startCountersignProxy, startNginx, stopAll } from './proxy-processes.mjs';
 import { answerOf, CALL, CALL_EVALUATION, callWithPermit, LIST } from './mcp-bench.mjs';
 import { ACTOR, bodyRouteRequest, PASS_REQUEST, PERMIT_HEADER, proxyYaml } from './proxy-setup.mjs';
@@ -225,6 +228,22 @@ async function emptyStore(redisUrl) {
 }
 
 /**
+ * The Redis server's process id, for its CPU per request: Redis shares the machine with the proxy,
+ * so what a build's store commands cost it bounds the closed loop's throughput too. Undefined
+ * when the server is not on this machine (its CPU is then not reported).
+ */
+async function redisProcessId(redisUrl) {
+  const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  try {
+    await redis.connect();
+    const pid = Number(/process_id:(\d+)/.exec(await redis.info('server'))?.[1]);
+    return Number.isInteger(pid) && existsSync(`/proc/${pid}`) ? pid : undefined;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/**
  * The organization's replay epoch, as the authority creates it before it signs the first permit:
  * permits issued before the epoch began are refused (REPLAY_STATE_RESET).
  */
@@ -251,12 +270,25 @@ async function measure(entry, mode, context) {
       origin: proxy.url, mode, connections: CONNECTIONS, rate: RATE, warmupMs: WARMUP * 1000, windowMs: SECONDS * 1000,
       requests, reuse: REUSED, expect: context.expect,
     };
-    let before;
-    let after;
+    const before = {};
+    const after = {};
+    const sample = (into) => {
+      into.proxy = cpuTimes([proxy.pid]);
+      into.redis = cpuTimes(context.redisPid ? [context.redisPid] : []);
+      into.machine = machineBusySeconds();
+      into.at = performance.now();
+    };
     const rss = rssSampler(proxy.pid, 100);
-    const result = await runGenerator(spec, { onWindowStart: () => (before = cpuTimes([proxy.pid])), onWindowEnd: () => (after = cpuTimes([proxy.pid])) });
+    const result = await runGenerator(spec, { onWindowStart: () => sample(before), onWindowEnd: () => sample(after) });
     const memory = rss.stop();
-    measured = { ...result, cpuPerRequestUs: (1e6 * cpuBetween(before, after)) / result.requests, rssMaxMb: memory.max / 2 ** 20 };
+    const perRequestUs = (of) => (1e6 * cpuBetween(before[of], after[of])) / result.requests;
+    measured = {
+      ...result,
+      cpuPerRequestUs: perRequestUs('proxy'),
+      redisCpuPerRequestUs: perRequestUs('redis'),
+      machineCoresBusy: (after.machine - before.machine) / ((after.at - before.at) / 1000),
+      rssMaxMb: memory.max / 2 ** 20,
+    };
   } finally {
     await proxy.stop();
   }
@@ -289,7 +321,7 @@ async function main() {
     const mcp = PATH.startsWith('mcp-');
     const yaml = proxyYaml({ upstream: upstream.url, authority: authorityUrl, keyFile, organization: ORG, mcpInlineKeyFile: mcp ? keyFile : undefined, bodyRoute: PATH === 'enforce-body' });
     const expect = { status: 200, body: mcp ? await answerOf(upstream, PATH === 'mcp-call' ? CALL : LIST) : UPSTREAM_BODY };
-    const context = { dir, redisUrl, throwawayRedis, sink, upstream, authorityUrl, yaml, expect };
+    const context = { dir, redisUrl, redisPid: await redisProcessId(redisUrl), throwawayRedis, sink, upstream, authorityUrl, yaml, expect };
     if (sink) log(`tracing on for ${[...TRACED].join(', ')}: OTLP/HTTP (protobuf) to the sink at ${sink.url}, the SDK's default batching; off for the others`);
 
     for (const mode of MODES) {
@@ -302,7 +334,7 @@ async function main() {
           const cut = result.exhausted ? ` (ran out of permits after ${fmt(result.windowSeconds)} s)` : '';
           const kinds = result.errorKinds.map(({ kind, count }) => `${count}× ${kind}`).join(', ');
           const exported = result.exported ? `; tracing on: ${result.exported}` : '';
-          log(`round ${round} ${entry.label}: ${fmt(result.perSecond, 0)}/s, p99 ${fmt(result.p99, 2)} ms, ${fmt(result.cpuPerRequestUs, 0)} µs CPU/request, RSS max ${fmt(result.rssMaxMb)} MB, ${result.errors} errors${kinds ? ` (${kinds})` : ''}${cut}${exported}`);
+          log(`round ${round} ${entry.label}: ${fmt(result.perSecond, 0)}/s, p99 ${fmt(result.p99, 2)} ms, ${fmt(result.cpuPerRequestUs, 0)} µs CPU/request (Redis ${fmt(result.redisCpuPerRequestUs, 0)}), machine ${fmt(result.machineCoresBusy, 2)} cores busy, RSS max ${fmt(result.rssMaxMb)} MB, ${result.errors} errors${kinds ? ` (${kinds})` : ''}${cut}${exported}`);
         }
       }
       // Closed loop compares throughput (higher is better); open loop, where every build runs at
@@ -320,7 +352,7 @@ async function main() {
         const ratios = ratiosOf(metric.of);
         const ahead = ratios.filter((ratio) => Math.sign(ratio - 1) === metric.better).length;
         const row = [label, fmt(median(own.map((r) => r.perSecond)), 0), fmt(median(own.map((r) => r.p99)), 2), fmt(median(own.map((r) => r.cpuPerRequestUs)), 0),
-          fmt(median(own.map((r) => r.rssMaxMb))), fmt(median(ratios), 2), fmt(median(ratiosOf((r) => r.cpuPerRequestUs)), 2),
+          fmt(median(own.map((r) => r.redisCpuPerRequestUs)), 0), fmt(median(own.map((r) => r.machineCoresBusy)), 2), fmt(median(own.map((r) => r.rssMaxMb))), fmt(median(ratios), 2), fmt(median(ratiosOf((r) => r.cpuPerRequestUs)), 2),
           label === entries[0].label ? '-' : `${ahead} of ${ratios.length}`];
         if (!direct) return row;
         const added = addedOf(own);
@@ -332,7 +364,7 @@ async function main() {
         return [...row, fmt(median(added), 2), versusFirst((own, theirs) => own - theirs), ratio];
       });
       const versus = `÷ ${entries[0].label}'s (median of rounds)`;
-      const header = ['build', 'median /s', 'p99 ms', 'µs CPU/req', 'RSS MB', `${metric.name} ${versus}`, `µs CPU/req ${versus}`, `rounds ahead (${metric.name})`];
+      const header = ['build', 'median /s', 'p99 ms', 'µs CPU/req', 'Redis µs CPU/req', 'machine cores busy', 'RSS MB', `${metric.name} ${versus}`, `µs CPU/req ${versus}`, `rounds ahead (${metric.name})`];
       if (direct) header.push(`added p99 ms (over ${direct.label})`, `added p99 − ${entries[0].label}'s (median of rounds)`, `added p99 ${versus}`);
       log(`\n${formatTable(header, rows)}`);
     }
