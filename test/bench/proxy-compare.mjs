@@ -62,7 +62,7 @@
  *   BENCH_MODE=closed node test/bench/proxy-compare.mjs semi4=.@'--max-semi-space-size=4 --max-old-space-size=96' semi8=.
  */
 import { generateKeyPairSync } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -73,7 +73,7 @@ import { fmt, formatTable, serverUrl, setting } from './bench-common.mjs';
 import { cpuBetween, cpuTimes, machineBusySeconds, rssSampler } from './proc-stats.mjs';
 import { findNginx, runGenerator, sleep, startBenchServer, startCountersignProxy, startNginx, stopAll } from './proxy-processes.mjs';
 import { answerOf, CALL, CALL_EVALUATION, callWithPermit, LIST } from './mcp-bench.mjs';
-import { ACTOR, bodyRouteRequest, PASS_REQUEST, PERMIT_HEADER, proxyYaml } from './proxy-setup.mjs';
+import { ACTOR, bodyRouteRequest, localStorePids, PASS_REQUEST, PERMIT_HEADER, proxyYaml } from './proxy-setup.mjs';
 import {
   createBuilds, exportSummary, median, parseEntry, PROCESS_WARMUP, ROUNDS, roundOrder, SECONDS, sinkStats, tracedLabels, tracingEnv, WARMUP,
 } from './compare-builds.mjs';
@@ -228,22 +228,6 @@ async function emptyStore(redisUrl) {
 }
 
 /**
- * The Redis server's process id, for its CPU per request: Redis shares the machine with the proxy,
- * so what a build's store commands cost it bounds the closed loop's throughput too. Undefined
- * when the server is not on this machine (its CPU is then not reported).
- */
-async function redisProcessId(redisUrl) {
-  const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
-  try {
-    await redis.connect();
-    const pid = Number(/process_id:(\d+)/.exec(await redis.info('server'))?.[1]);
-    return Number.isInteger(pid) && existsSync(`/proc/${pid}`) ? pid : undefined;
-  } finally {
-    redis.disconnect();
-  }
-}
-
-/**
  * The organization's replay epoch, as the authority creates it before it signs the first permit:
  * permits issued before the epoch began are refused (REPLAY_STATE_RESET).
  */
@@ -274,7 +258,9 @@ async function measure(entry, mode, context) {
     const after = {};
     const sample = (into) => {
       into.proxy = cpuTimes([proxy.pid]);
-      into.redis = cpuTimes(context.redisPid ? [context.redisPid] : []);
+      // Redis shares the machine with the proxy: what a build's store commands cost it bounds the
+      // closed loop's throughput too (no figure when Redis runs elsewhere).
+      into.redis = cpuTimes(context.redisPids);
       into.machine = machineBusySeconds();
       into.at = performance.now();
     };
@@ -321,7 +307,7 @@ async function main() {
     const mcp = PATH.startsWith('mcp-');
     const yaml = proxyYaml({ upstream: upstream.url, authority: authorityUrl, keyFile, organization: ORG, mcpInlineKeyFile: mcp ? keyFile : undefined, bodyRoute: PATH === 'enforce-body' });
     const expect = { status: 200, body: mcp ? await answerOf(upstream, PATH === 'mcp-call' ? CALL : LIST) : UPSTREAM_BODY };
-    const context = { dir, redisUrl, redisPid: await redisProcessId(redisUrl), throwawayRedis, sink, upstream, authorityUrl, yaml, expect };
+    const context = { dir, redisUrl, redisPids: await localStorePids(redisUrl), throwawayRedis, sink, upstream, authorityUrl, yaml, expect };
     if (sink) log(`tracing on for ${[...TRACED].join(', ')}: OTLP/HTTP (protobuf) to the sink at ${sink.url}, the SDK's default batching; off for the others`);
 
     for (const mode of MODES) {

@@ -37,7 +37,7 @@ const isLoopback = (url) => ['127.0.0.1', 'localhost', '[::1]'].includes(new URL
  * The process ids of Redis and of the Postgres server (its postmaster: the backends are its
  * children) when they run on this machine, so the bench can say how much CPU they used; an empty
  * list when they are elsewhere or cannot be found (only the figure is then missing). Without
- * `redisUrl`, Postgres's only.
+ * `redisUrl`, Postgres's only; without `adminUrl`, Redis's only.
  */
 export async function localStorePids(redisUrl, adminUrl) {
   const pids = [];
@@ -53,7 +53,7 @@ export async function localStorePids(redisUrl, adminUrl) {
       redis.disconnect();
     }
   }
-  if (isLoopback(adminUrl)) {
+  if (adminUrl && isLoopback(adminUrl)) {
     try {
       const [{ data_directory: dir }] = (await withAdminClient(adminUrl, (client) => client.query('SHOW data_directory'))).rows;
       const pid = Number((await readFile(join(dir, 'postmaster.pid'), 'utf8')).split('\n', 1)[0]);
